@@ -1,0 +1,109 @@
+//! The `main` every lab shares: parse `--quick` / `--full`, run the lab on a
+//! multi-thread runtime under a hard time budget, print errors once, exit 2.
+
+use std::{fmt, future::Future, process::ExitCode, str::FromStr, time::Duration};
+
+use anyhow::{Context, Result, bail};
+use serde::{Deserialize, Serialize};
+
+use crate::record::Output;
+
+/// How long and how thoroughly a lab measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Seconds: for tests and the default book build.
+    Quick,
+    /// Closer to production time scales and sample sizes.
+    Full,
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter.write_str(match self {
+            Mode::Quick => "quick",
+            Mode::Full => "full",
+        })
+    }
+}
+
+impl FromStr for Mode {
+    type Err = anyhow::Error;
+    fn from_str(text: &str) -> Result<Mode> {
+        match text {
+            "quick" | "--quick" => Ok(Mode::Quick),
+            "full" | "--full" => Ok(Mode::Full),
+            other => bail!("unknown mode {other:?} (expected quick or full)"),
+        }
+    }
+}
+
+/// What a lab's `main` needs to know about itself.
+pub struct LabInfo {
+    pub slug: &'static str,
+    pub about: &'static str,
+    /// The lab fails, rather than hangs, past this.
+    pub quick_budget: Duration,
+    pub full_budget: Duration,
+}
+
+/// Parses the command line, runs `lab` with the mode and an [`Output`] on
+/// stdout, and turns the outcome into an exit code. Every failure, a blown
+/// budget included, becomes one line on stderr and exit code 2.
+pub fn run_lab<F, Fut>(info: LabInfo, lab: F) -> ExitCode
+where
+    F: FnOnce(Mode, Output) -> Fut,
+    Fut: Future<Output = Result<()>>,
+{
+    match parse_and_run(&info, lab) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: lab-{}: {error:#}", info.slug);
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn parse_and_run<F, Fut>(info: &LabInfo, lab: F) -> Result<()>
+where
+    F: FnOnce(Mode, Output) -> Fut,
+    Fut: Future<Output = Result<()>>,
+{
+    let mut mode = Mode::Quick;
+    for argument in std::env::args().skip(1) {
+        match argument.as_str() {
+            "-h" | "--help" => {
+                println!(
+                    "lab-{}: {}\n\nUsage: lab-{} [--quick | --full]\n\n\
+                     Prints JSON Lines records to stdout and progress to stderr.\n\
+                     --quick  seconds; the default (budget {:?})\n\
+                     --full   closer to production scales (budget {:?})",
+                    info.slug, info.about, info.slug, info.quick_budget, info.full_budget
+                );
+                return Ok(());
+            }
+            other => {
+                mode = other
+                    .parse()
+                    .with_context(|| format!("bad argument {other:?}"))?
+            }
+        }
+    }
+    let budget = match mode {
+        Mode::Quick => info.quick_budget,
+        Mode::Full => info.full_budget,
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the tokio runtime")?;
+    let outcome = runtime.block_on(async {
+        tokio::time::timeout(budget, lab(mode, Output::stdout()))
+            .await
+            .unwrap_or_else(|_| bail!("did not finish within its {budget:?} budget ({mode} mode)"))
+    });
+    // Tasks a failed lab left behind (a stuck server, a hung client) must not
+    // keep the process alive: give them a moment, then drop them.
+    runtime.shutdown_timeout(Duration::from_millis(500));
+    outcome
+}

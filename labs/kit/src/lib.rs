@@ -1,0 +1,18 @@
+//! The one crate every lab shares: the records a lab prints, what it says about
+//! the machine it ran on, loopback servers that count their connections, and the
+//! small statistics the charts need.
+//!
+//! A lab is a program that prints JSON Lines to stdout (see [`record`]) and its
+//! progress to stderr. [`cli::run_lab`] is the `main` every lab uses.
+
+pub mod cli;
+pub mod listener;
+pub mod machine;
+pub mod procnet;
+pub mod record;
+pub mod server;
+pub mod stats;
+pub mod time;
+
+pub use cli::Mode;
+pub use record::{Fields, Meta, Output, Point, Record, Value};

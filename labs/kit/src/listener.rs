@@ -1,0 +1,153 @@
+//! A TCP listener that counts the connections it accepts, and how many are
+//! open at once, and can be handed to `axum::serve` like a plain one.
+//!
+//! Counting on the server side is the ground truth for "how many connections
+//! did that client open": no client-side guesswork, and it works the same for
+//! reqwest, a raw socket, or a program written in another language.
+
+use std::{
+    io,
+    net::SocketAddr,
+    pin::Pin,
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+    },
+    task::{Context, Poll},
+};
+
+use tokio::{
+    io::{AsyncRead, AsyncWrite, ReadBuf},
+    net::{TcpListener, TcpStream},
+};
+
+/// Connection counters shared between the listener and whoever reads them.
+#[derive(Debug, Default)]
+pub struct ConnStats {
+    accepted: AtomicU64,
+    open: AtomicU64,
+    peak_open: AtomicU64,
+}
+
+impl ConnStats {
+    /// Connections accepted since the listener started.
+    pub fn accepted(&self) -> u64 {
+        self.accepted.load(Ordering::SeqCst)
+    }
+
+    /// Connections accepted and not yet closed by the server.
+    pub fn open(&self) -> u64 {
+        self.open.load(Ordering::SeqCst)
+    }
+
+    /// The most connections that were open at the same moment.
+    pub fn peak_open(&self) -> u64 {
+        self.peak_open.load(Ordering::SeqCst)
+    }
+
+    fn opened(&self) {
+        self.accepted.fetch_add(1, Ordering::SeqCst);
+        let now_open = self.open.fetch_add(1, Ordering::SeqCst) + 1;
+        self.peak_open.fetch_max(now_open, Ordering::SeqCst);
+    }
+}
+
+/// A [`TcpListener`] whose accepted streams are counted while they live.
+pub struct CountingListener {
+    inner: TcpListener,
+    stats: Arc<ConnStats>,
+}
+
+impl CountingListener {
+    /// Binds 127.0.0.1 on a port the kernel picks.
+    pub async fn bind_loopback() -> io::Result<CountingListener> {
+        let inner = TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0)).await?;
+        Ok(CountingListener {
+            inner,
+            stats: Arc::default(),
+        })
+    }
+
+    pub fn stats(&self) -> Arc<ConnStats> {
+        Arc::clone(&self.stats)
+    }
+}
+
+impl axum::serve::Listener for CountingListener {
+    type Io = CountedStream;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        loop {
+            match self.inner.accept().await {
+                Ok((stream, peer)) => {
+                    self.stats.opened();
+                    let counted = CountedStream {
+                        inner: stream,
+                        stats: Arc::clone(&self.stats),
+                    };
+                    return (counted, peer);
+                }
+                // Out of file descriptors and similar: back off briefly, as
+                // axum's own listener does, rather than spin.
+                Err(_) => tokio::time::sleep(std::time::Duration::from_millis(5)).await,
+            }
+        }
+    }
+
+    fn local_addr(&self) -> io::Result<Self::Addr> {
+        self.inner.local_addr()
+    }
+}
+
+/// A server-side stream that decrements the open count when it is dropped.
+pub struct CountedStream {
+    inner: TcpStream,
+    stats: Arc<ConnStats>,
+}
+
+impl Drop for CountedStream {
+    fn drop(&mut self) {
+        self.stats.open.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl AsyncRead for CountedStream {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        context: &mut Context<'_>,
+        buffer: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_read(context, buffer)
+    }
+}
+
+impl AsyncWrite for CountedStream {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        context: &mut Context<'_>,
+        bytes: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(context, bytes)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, context: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(context)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, context: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(context)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        context: &mut Context<'_>,
+        buffers: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(context, buffers)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+}

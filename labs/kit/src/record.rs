@@ -1,0 +1,304 @@
+//! The records a lab prints, one JSON object a line, each wrapped in a
+//! `{"type": ..., "data": ...}` envelope:
+//!
+//! - `meta`: exactly one, first: which lab, which mode, when, with which
+//!   parameters, on which machine.
+//! - `sample`: one observation in a named series (a point on a chart).
+//! - `summary`: one aggregate for a named series (a bar, a table row).
+//!
+//! The xtask parses every line a lab prints with these same types, so a lab
+//! cannot write a record the charts will not understand.
+
+use std::{
+    collections::BTreeMap,
+    io::{self, Write},
+};
+
+use anyhow::{Context, Result, bail, ensure};
+use serde::{Deserialize, Serialize};
+
+use crate::{cli::Mode, machine::Machine};
+
+/// One line of a lab's output.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", content = "data", rename_all = "lowercase")]
+pub enum Record {
+    Meta(Meta),
+    Sample(Point),
+    Summary(Point),
+}
+
+/// What a run was: the first record of every lab's output.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Meta {
+    /// The lab's slug, as in `labs/<slug>`.
+    pub lab: String,
+    pub mode: Mode,
+    /// When the run started, RFC 3339 UTC.
+    pub started: String,
+    /// How much faster than production the run's clock is: 1 means real time
+    /// scales; 50 means a 60 s timeout was run as 1.2 s. Captions print it.
+    #[serde(default = "one")]
+    pub time_scale: f64,
+    /// The lab's parameters, as the lab's `Config` had them.
+    pub params: Fields,
+    pub machine: Machine,
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+/// A sample or a summary: a named series and flat, scalar fields.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Point {
+    pub series: String,
+    pub values: Fields,
+}
+
+/// Flat fields: names to scalars. Nested objects are refused, so every field
+/// can become an axis or a table column.
+pub type Fields = BTreeMap<String, Value>;
+
+/// A scalar field value.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Value {
+    Bool(bool),
+    Int(i64),
+    Num(f64),
+    Text(String),
+}
+
+impl Value {
+    /// The value as a number, if it is one.
+    pub fn as_f64(&self) -> Option<f64> {
+        match self {
+            Value::Int(whole) => Some(*whole as f64),
+            Value::Num(real) => Some(*real),
+            Value::Bool(_) | Value::Text(_) => None,
+        }
+    }
+
+    /// The value as it reads in a table cell.
+    pub fn display(&self) -> String {
+        match self {
+            Value::Bool(flag) => flag.to_string(),
+            Value::Int(whole) => whole.to_string(),
+            Value::Num(real) if real.fract() == 0.0 && real.abs() < 1e15 => format!("{real:.0}"),
+            Value::Num(real) if real.abs() >= 100.0 => format!("{real:.0}"),
+            Value::Num(real) if real.abs() >= 10.0 => format!("{real:.1}"),
+            Value::Num(real) => format!("{real:.2}"),
+            Value::Text(text) => text.clone(),
+        }
+    }
+}
+
+impl Point {
+    /// A numeric field, or an error naming the series and the field.
+    pub fn number(&self, field: &str) -> Result<f64> {
+        self.values
+            .get(field)
+            .with_context(|| format!("series {:?} has no field {field:?}", self.series))?
+            .as_f64()
+            .with_context(|| {
+                format!(
+                    "field {field:?} of series {:?} is not a number",
+                    self.series
+                )
+            })
+    }
+}
+
+/// Turns any serializable struct with scalar fields into [`Fields`].
+pub fn to_fields(value: &impl Serialize) -> Result<Fields> {
+    let json = serde_json::to_value(value).context("serializing fields")?;
+    let serde_json::Value::Object(map) = json else {
+        bail!("fields must serialize to a JSON object, got {json}");
+    };
+    let mut fields = Fields::new();
+    for (name, item) in map {
+        let scalar = match item {
+            serde_json::Value::Bool(flag) => Value::Bool(flag),
+            serde_json::Value::Number(number) => match number.as_i64() {
+                Some(whole) => Value::Int(whole),
+                None => Value::Num(
+                    number
+                        .as_f64()
+                        .with_context(|| format!("field {name:?} is not representable"))?,
+                ),
+            },
+            serde_json::Value::String(text) => Value::Text(text),
+            serde_json::Value::Null => bail!("field {name:?} is null (a NaN or a missing value)"),
+            other => bail!("field {name:?} is not a scalar: {other}"),
+        };
+        fields.insert(name, scalar);
+    }
+    Ok(fields)
+}
+
+/// Checks one parsed record for what serde cannot: finite numbers, non-empty names.
+pub fn check(record: &Record) -> Result<()> {
+    let (fields, series) = match record {
+        Record::Meta(meta) => {
+            ensure!(!meta.lab.is_empty(), "meta has an empty lab name");
+            ensure!(
+                meta.time_scale.is_finite() && meta.time_scale > 0.0,
+                "meta has a time_scale that is not a positive number"
+            );
+            (&meta.params, None)
+        }
+        Record::Sample(point) | Record::Summary(point) => (&point.values, Some(&point.series)),
+    };
+    if let Some(series) = series {
+        ensure!(!series.is_empty(), "a record has an empty series name");
+    }
+    for (name, value) in fields {
+        if let Value::Num(real) = value {
+            ensure!(real.is_finite(), "field {name:?} is not a finite number");
+        }
+    }
+    Ok(())
+}
+
+/// Parses and checks one line of a lab's output.
+pub fn parse_line(line: &str) -> Result<Record> {
+    let record: Record = serde_json::from_str(line).map_err(|error| anyhow::anyhow!("{error}"))?;
+    check(&record)?;
+    Ok(record)
+}
+
+/// Where a lab's records go: stdout (flushed a line at a time, so the xtask
+/// sees progress and a killed lab leaves whole lines), and a copy in memory so
+/// tests can call a lab's `run` directly and look at what it measured.
+pub struct Output {
+    sink: Option<Box<dyn Write + Send>>,
+    records: Vec<Record>,
+}
+
+impl Output {
+    /// Records go to stdout and are kept.
+    pub fn stdout() -> Self {
+        Output {
+            sink: Some(Box::new(io::stdout())),
+            records: Vec::new(),
+        }
+    }
+
+    /// Records are only kept; for tests.
+    pub fn collect() -> Self {
+        Output {
+            sink: None,
+            records: Vec::new(),
+        }
+    }
+
+    /// Everything written so far.
+    pub fn records(&self) -> &[Record] {
+        &self.records
+    }
+
+    /// The summary of one series, if the run wrote one.
+    pub fn summary(&self, series: &str) -> Option<&Point> {
+        self.records.iter().find_map(|record| match record {
+            Record::Summary(point) if point.series == series => Some(point),
+            _ => None,
+        })
+    }
+
+    /// Every sample of one series, in order.
+    pub fn samples<'a>(&'a self, series: &'a str) -> impl Iterator<Item = &'a Point> + 'a {
+        self.records.iter().filter_map(move |record| match record {
+            Record::Sample(point) if point.series == series => Some(point),
+            _ => None,
+        })
+    }
+
+    pub fn meta(&mut self, meta: Meta) -> Result<()> {
+        self.write(Record::Meta(meta))
+    }
+
+    pub fn sample(&mut self, series: &str, values: &impl Serialize) -> Result<()> {
+        let point = Point {
+            series: series.to_string(),
+            values: to_fields(values)?,
+        };
+        self.write(Record::Sample(point))
+    }
+
+    pub fn summary_of(&mut self, series: &str, values: &impl Serialize) -> Result<()> {
+        let point = Point {
+            series: series.to_string(),
+            values: to_fields(values)?,
+        };
+        self.write(Record::Summary(point))
+    }
+
+    fn write(&mut self, record: Record) -> Result<()> {
+        check(&record)?;
+        if let Some(sink) = self.sink.as_mut() {
+            let line = serde_json::to_string(&record).context("encoding a record")?;
+            writeln!(sink, "{line}").context("writing a record to stdout")?;
+            sink.flush().context("flushing stdout")?;
+        }
+        self.records.push(record);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Serialize)]
+    struct Example {
+        requests: u64,
+        p50_ms: f64,
+        outcome: &'static str,
+    }
+
+    #[test]
+    fn fields_round_trip_through_a_line() {
+        let point = Point {
+            series: "shared-pool".into(),
+            values: to_fields(&Example {
+                requests: 500,
+                p50_ms: 1.25,
+                outcome: "ok",
+            })
+            .unwrap(),
+        };
+        let line = serde_json::to_string(&Record::Summary(point.clone())).unwrap();
+        assert!(line.starts_with(r#"{"type":"summary","data":{"#), "{line}");
+        assert_eq!(parse_line(&line).unwrap(), Record::Summary(point));
+    }
+
+    #[test]
+    fn refuses_nested_fields_and_unknown_types() {
+        let nested = serde_json::json!({"a": {"b": 1}});
+        assert!(to_fields(&nested).is_err());
+        assert!(parse_line(r#"{"type":"bogus","data":{}}"#).is_err());
+        assert!(
+            parse_line(r#"{"type":"sample","data":{"series":"x","values":{"a":[1]}}}"#).is_err()
+        );
+        assert!(parse_line(r#"{"type":"sample","data":{"series":"","values":{}}}"#).is_err());
+        assert!(
+            parse_line(r#"{"type":"sample","data":{"series":"x","values":{},"extra":1}}"#).is_err()
+        );
+        assert!(parse_line(r#"{"type":"sample","data":{"series":"x","#).is_err());
+    }
+
+    #[test]
+    fn integers_stay_integers() {
+        let record =
+            parse_line(r#"{"type":"sample","data":{"series":"x","values":{"n":3,"r":0.5}}}"#)
+                .unwrap();
+        let Record::Sample(point) = record else {
+            panic!("expected a sample")
+        };
+        assert_eq!(point.values["n"], Value::Int(3));
+        assert_eq!(point.values["r"], Value::Num(0.5));
+    }
+}
