@@ -38,27 +38,64 @@ impl FromStr for Mode {
     }
 }
 
-/// What a lab's `main` needs to know about itself.
+/// What a lab's `main` needs to know about itself. It comes from the lab's
+/// own Cargo.toml (see [`LabInfo::from_manifest`]), the one place the xtask
+/// reads it from too, so the lab's budget and the xtask's kill timer agree.
+#[derive(Debug, Clone, PartialEq)]
 pub struct LabInfo {
-    pub slug: &'static str,
-    pub about: &'static str,
+    pub slug: String,
+    pub about: String,
     /// The lab fails, rather than hangs, past this.
     pub quick_budget: Duration,
     pub full_budget: Duration,
 }
 
+impl LabInfo {
+    /// Reads `name = "lab-<slug>"`, `description`, and `quick-budget` and
+    /// `full-budget` (seconds, under `[package.metadata.lab]`) from the text
+    /// of a lab's Cargo.toml: `LabInfo::from_manifest(include_str!("../Cargo.toml"))`.
+    pub fn from_manifest(manifest: &str) -> Result<LabInfo> {
+        let value = |key: &str| -> Option<&str> {
+            manifest.lines().find_map(|line| {
+                let (name, value) = line.split_once('=')?;
+                (name.trim() == key).then(|| value.trim().trim_matches('"'))
+            })
+        };
+        let name = value("name").context("the manifest has no package name")?;
+        let slug = name
+            .strip_prefix("lab-")
+            .with_context(|| format!("package {name:?} is not named lab-<slug>"))?;
+        let seconds = |key: &str| -> Result<Duration> {
+            let text =
+                value(key).with_context(|| format!("the manifest of {name} has no {key}"))?;
+            let whole: u64 = text
+                .parse()
+                .with_context(|| format!("{key} = {text:?} is not whole seconds"))?;
+            Ok(Duration::from_secs(whole))
+        };
+        Ok(LabInfo {
+            slug: slug.to_string(),
+            about: value("description").unwrap_or_default().to_string(),
+            quick_budget: seconds("quick-budget")?,
+            full_budget: seconds("full-budget")?,
+        })
+    }
+}
+
 /// Parses the command line, runs `lab` with the mode and an [`Output`] on
 /// stdout, and turns the outcome into an exit code. Every failure, a blown
 /// budget included, becomes one line on stderr and exit code 2.
-pub fn run_lab<F, Fut>(info: LabInfo, lab: F) -> ExitCode
+pub fn run_lab<F, Fut>(manifest: &str, lab: F) -> ExitCode
 where
     F: FnOnce(Mode, Output) -> Fut,
     Fut: Future<Output = Result<()>>,
 {
-    match parse_and_run(&info, lab) {
+    let outcome = LabInfo::from_manifest(manifest)
+        .and_then(|info| parse_and_run(&info, lab).with_context(|| format!("lab-{}", info.slug)));
+    match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("error: lab-{}: {error:#}", info.slug);
+            eprintln!("error: {error:#}");
             ExitCode::from(2)
         }
     }
@@ -106,4 +143,30 @@ where
     // keep the process alive: give them a moment, then drop them.
     runtime.shutdown_timeout(Duration::from_millis(500));
     outcome
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_a_lab_manifest() {
+        let manifest = "[package]\nname = \"lab-demo\"\ndescription = \"a demo\"\n\n\
+                        [package.metadata.lab]\nquick-budget = 15\nfull-budget = 120\n";
+        let info = LabInfo::from_manifest(manifest).unwrap();
+        assert_eq!(info.slug, "demo");
+        assert_eq!(info.about, "a demo");
+        assert_eq!(info.quick_budget, Duration::from_secs(15));
+        assert_eq!(info.full_budget, Duration::from_secs(120));
+        assert!(LabInfo::from_manifest("name = \"xtask\"").is_err());
+        assert!(LabInfo::from_manifest("name = \"lab-x\"\nquick-budget = soon").is_err());
+    }
+
+    #[test]
+    fn modes_parse_and_print() {
+        assert_eq!("quick".parse::<Mode>().unwrap(), Mode::Quick);
+        assert_eq!("--full".parse::<Mode>().unwrap(), Mode::Full);
+        assert!("slow".parse::<Mode>().is_err());
+        assert_eq!(Mode::Full.to_string(), "full");
+    }
 }
