@@ -1,0 +1,80 @@
+//! The connection-reuse lab in quick mode: each client setup opens the number
+//! of connections its chapter says it does.
+
+use lab_conn_reuse::{Config, SLUG, run};
+use lab_kit::{Mode, Output, record::Point};
+
+fn count(point: &Point, field: &str) -> u64 {
+    point
+        .number(field)
+        .unwrap_or_else(|error| panic!("{error:#}")) as u64
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quick_run_shows_reuse_and_its_absence() {
+    let config = Config::for_mode(Mode::Quick);
+    let mut out = Output::collect();
+    run(Mode::Quick, &config, &mut out)
+        .await
+        .expect("the quick run completes");
+
+    let lab_kit::Record::Meta(meta) = &out.records()[0] else {
+        panic!("the first record is meta")
+    };
+    assert_eq!(meta.lab, SLUG);
+    let requests = config.requests as u64;
+    let in_flight = config.in_flight as u64;
+    let summary = |series: &str| {
+        out.summary(series)
+            .unwrap_or_else(|| panic!("no summary for {series}"))
+            .clone()
+    };
+
+    // No pool to reuse: one connection per request.
+    assert_eq!(
+        count(&summary("client-per-request"), "connections"),
+        requests
+    );
+    assert_eq!(count(&summary("no-idle-pool"), "connections"), requests);
+    // A body dropped unread cannot go back to the pool.
+    let unread = summary("unread-body");
+    assert_eq!(count(&unread, "connections"), requests);
+    // ...and those connections end with a reset, not a FIN (the kernel counter
+    // is machine-wide, so only a lower bound is safe to assert).
+    assert!(count(&unread, "resets_sent") >= requests / 2, "{unread:?}");
+    // HTTP/2 multiplexes every request over one connection.
+    assert_eq!(count(&summary("http2"), "connections"), 1);
+
+    // A shared pool reuses connections. It does not stay at `in_flight`:
+    // hyper-util races a new connection against the pool and keeps the loser
+    // (see the chapter), so the bound asserted is reuse, not a cap.
+    let shared = count(&summary("shared-pool"), "connections");
+    assert!(shared >= 1, "shared-pool accepted no connection");
+    assert!(
+        shared <= requests / 2,
+        "shared-pool opened {shared} connections for {requests} requests"
+    );
+    // Everyone who closes first keeps the TIME_WAIT: the client, here.
+    let per_request = summary("client-per-request");
+    assert!(
+        count(&per_request, "time_wait") >= requests * 9 / 10,
+        "{per_request:?}"
+    );
+    assert_eq!(
+        count(&per_request, "server_time_wait"),
+        0,
+        "{per_request:?}"
+    );
+
+    // The sweep: more in flight never needs fewer connections at the extremes.
+    let sweep: Vec<(u64, u64)> = out
+        .samples("sweep-shared-pool")
+        .map(|point| (count(point, "in_flight"), count(point, "connections")))
+        .collect();
+    assert_eq!(sweep.len(), config.sweep.len());
+    let (first, last) = (sweep[0], sweep[sweep.len() - 1]);
+    // One request at a time: the pool hands back the same connection or, when
+    // the race above is lost, one of very few.
+    assert!(first.0 == 1 && first.1 <= 3, "{first:?}");
+    assert!(last.1 >= last.0.min(in_flight), "{last:?}");
+}

@@ -1,0 +1,271 @@
+//! Building the book: mdBook 0.5 used as a library, after the book's own
+//! directives are expanded from the lab data:
+//!
+//! - `{{#chart <slug>/<name>}}`: a figure with the light and the dark SVG of a
+//!   chart and a caption naming the run that fed it;
+//! - `{{#table <slug> <sample|summary> <field,...> [series,...]}}`: a table of
+//!   records, so numbers in a chapter come from the data, not from prose.
+//!
+//! A directive preceded by a backslash is left as text (without the backslash).
+
+use std::{
+    collections::HashMap,
+    fs,
+    path::{Path, PathBuf},
+};
+
+use anyhow::{Context, Result, anyhow, bail, ensure};
+use mdbook_driver::{MDBook, book::Chapter};
+
+use crate::{
+    charts::{self, ChartSpec, THEMES},
+    data::{PointKind, RunData},
+    project::Project,
+};
+
+/// What the directives read: each lab's chart specs and run data.
+pub struct LabData {
+    data_dir: PathBuf,
+    specs: HashMap<String, Vec<ChartSpec>>,
+    runs: HashMap<String, RunData>,
+}
+
+impl LabData {
+    pub fn load(project: &Project, data_dir: &Path) -> Result<LabData> {
+        let mut specs = HashMap::new();
+        let mut runs = HashMap::new();
+        for lab in project.labs()? {
+            specs.insert(lab.slug.clone(), charts::load_specs(&lab)?);
+            let path = data_dir.join(format!("{}.jsonl", lab.slug));
+            if path.exists() {
+                runs.insert(lab.slug.clone(), RunData::load(&path)?);
+            }
+        }
+        Ok(LabData {
+            data_dir: data_dir.to_path_buf(),
+            specs,
+            runs,
+        })
+    }
+
+    fn run(&self, slug: &str) -> Result<&RunData> {
+        if !self.specs.contains_key(slug) {
+            bail!("no lab named {slug:?}");
+        }
+        self.runs
+            .get(slug)
+            .ok_or_else(|| anyhow!("no data for lab {slug:?} in {}", self.data_dir.display()))
+    }
+}
+
+/// Builds the book from `data_dir` into target/book and returns index.html.
+pub fn build(project: &Project, data_dir: &Path) -> Result<PathBuf> {
+    let written = charts::draw_all(project, data_dir)?;
+    let lab_data = LabData::load(project, data_dir)?;
+    let mut book =
+        MDBook::load(&project.root).map_err(|error| anyhow!("loading the book: {error:#}"))?;
+    let mut failures = Vec::new();
+    book.book.for_each_chapter_mut(|chapter| {
+        if let Err(error) = expand_chapter(chapter, &lab_data) {
+            failures.push(error);
+        }
+    });
+    if let Some(first) = failures.into_iter().next() {
+        return Err(first);
+    }
+    book.build()
+        .map_err(|error| anyhow!("building the book: {error:#}"))?;
+
+    // mdBook empties its output folder when it renders, so the charts and the
+    // data they came from are copied in afterwards.
+    let out = project.book_out();
+    copy_dir(&project.charts_dir(), &out.join("charts"))?;
+    let data_out = out.join("lab-data");
+    fs::create_dir_all(&data_out)?;
+    for slug in lab_data.runs.keys() {
+        let name = format!("{slug}.jsonl");
+        fs::copy(data_dir.join(&name), data_out.join(&name))
+            .with_context(|| format!("copying {name}"))?;
+    }
+    eprintln!(
+        "book: {written} chart files, {} data files",
+        lab_data.runs.len()
+    );
+    Ok(out.join("index.html"))
+}
+
+fn copy_dir(from: &Path, to: &Path) -> Result<()> {
+    if !from.exists() {
+        return Ok(());
+    }
+    fs::create_dir_all(to).with_context(|| format!("creating {}", to.display()))?;
+    for entry in fs::read_dir(from).with_context(|| format!("reading {}", from.display()))? {
+        let entry = entry?;
+        let target = to.join(entry.file_name());
+        if entry.file_type()?.is_dir() {
+            copy_dir(&entry.path(), &target)?;
+        } else {
+            fs::copy(entry.path(), &target)
+                .with_context(|| format!("copying to {}", target.display()))?;
+        }
+    }
+    Ok(())
+}
+
+fn expand_chapter(chapter: &mut Chapter, lab_data: &LabData) -> Result<()> {
+    let Some(path) = chapter.path.clone() else {
+        return Ok(());
+    };
+    let depth = path.components().count().saturating_sub(1);
+    let to_root = "../".repeat(depth);
+    chapter.content = expand(&chapter.content, &to_root, lab_data)
+        .with_context(|| format!("book/{}", path.display()))?;
+    Ok(())
+}
+
+/// Replaces every directive in `text`.
+pub fn expand(text: &str, to_root: &str, lab_data: &LabData) -> Result<String> {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find("{{#") {
+        let (before, from_directive) = rest.split_at(start);
+        let end = from_directive.find("}}").map(|end| end + 2);
+        let is_ours =
+            from_directive.starts_with("{{#chart ") || from_directive.starts_with("{{#table ");
+        match (is_ours, end) {
+            (true, Some(end)) if before.ends_with('\\') => {
+                out.push_str(&before[..before.len() - 1]);
+                out.push_str(&from_directive[..end]);
+                rest = &from_directive[end..];
+            }
+            (true, Some(end)) => {
+                out.push_str(before);
+                let directive = &from_directive[3..end - 2];
+                let line = text[..text.len() - rest.len() + start]
+                    .lines()
+                    .count()
+                    .max(1);
+                let expanded = expand_one(directive, to_root, lab_data)
+                    .with_context(|| format!("line {line}: {{{{#{directive}}}}}"))?;
+                out.push_str(&expanded);
+                rest = &from_directive[end..];
+            }
+            (true, None) => bail!("a {{{{#chart or {{{{#table directive is not closed with }}}}"),
+            (false, _) => {
+                // Someone else's directive ({{#include}}): leave it for mdBook.
+                out.push_str(before);
+                out.push_str("{{#");
+                rest = &from_directive[3..];
+            }
+        }
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+fn expand_one(directive: &str, to_root: &str, lab_data: &LabData) -> Result<String> {
+    let mut words = directive.split_whitespace();
+    match words.next() {
+        Some("chart") => {
+            let target = words.next().context("usage: {{#chart <slug>/<name>}}")?;
+            ensure!(
+                words.next().is_none(),
+                "usage: {{{{#chart <slug>/<name>}}}}"
+            );
+            chart_figure(target, to_root, lab_data)
+        }
+        Some("table") => {
+            let slug = words.next().context("missing lab slug")?;
+            let kind: PointKind = words.next().context("missing record kind")?.parse()?;
+            let fields: Vec<&str> = words.next().context("missing fields")?.split(',').collect();
+            let series: Vec<&str> = words
+                .next()
+                .map(|list| list.split(',').collect())
+                .unwrap_or_default();
+            ensure!(words.next().is_none(), "too many words");
+            data_table(slug, kind, &fields, &series, lab_data)
+        }
+        _ => bail!("unknown directive"),
+    }
+}
+
+fn chart_figure(target: &str, to_root: &str, lab_data: &LabData) -> Result<String> {
+    let (slug, name) = target.split_once('/').context("expected <slug>/<name>")?;
+    let run = lab_data.run(slug)?;
+    let spec = lab_data.specs[slug]
+        .iter()
+        .find(|spec| spec.name == name)
+        .with_context(|| format!("labs/{slug}/charts.toml has no chart {name:?}"))?;
+    let title = html_escape(&spec.title);
+    let mut images = String::new();
+    for theme in THEMES {
+        images.push_str(&format!(
+            "<img class=\"chart-{}\" src=\"{to_root}charts/{}\" alt=\"Chart: {title}\" width=\"760\" height=\"430\">\n",
+            theme.name,
+            charts::svg_name(slug, name, &theme)
+        ));
+    }
+    Ok(format!(
+        "\n<figure class=\"lab-chart\">\n{images}<figcaption>{title}. Lab <code>{slug}</code>, {}. \
+         <a href=\"{to_root}lab-data/{slug}.jsonl\">Data</a>.</figcaption>\n</figure>\n",
+        html_escape(&run.caption())
+    ))
+}
+
+fn data_table(
+    slug: &str,
+    kind: PointKind,
+    fields: &[&str],
+    series: &[&str],
+    lab_data: &LabData,
+) -> Result<String> {
+    let run = lab_data.run(slug)?;
+    let points: Vec<_> = if series.is_empty() {
+        run.points(kind).iter().collect()
+    } else {
+        let mut chosen = Vec::new();
+        for name in series {
+            let found: Vec<_> = run
+                .points(kind)
+                .iter()
+                .filter(|point| point.series == *name)
+                .collect();
+            ensure!(!found.is_empty(), "no {kind:?} records for series {name:?}");
+            chosen.extend(found);
+        }
+        chosen
+    };
+    ensure!(!points.is_empty(), "no {kind:?} records");
+    let mut table = String::from("\n| series |");
+    let mut rule = String::from("|:--|");
+    for field in fields {
+        table.push_str(&format!(" `{field}` |"));
+        rule.push_str("--:|");
+    }
+    table.push('\n');
+    table.push_str(&rule);
+    table.push('\n');
+    for point in points {
+        table.push_str(&format!("| {} |", point.series));
+        for field in fields {
+            let value = point
+                .values
+                .get(*field)
+                .with_context(|| format!("series {:?} has no field {field:?}", point.series))?;
+            table.push_str(&format!(" {} |", value.display().replace('|', "\\|")));
+        }
+        table.push('\n');
+    }
+    table.push_str(&format!(
+        "\n<p class=\"table-caption\">Lab <code>{slug}</code>, {}.</p>\n",
+        html_escape(&run.caption())
+    ));
+    Ok(table)
+}
+
+fn html_escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}

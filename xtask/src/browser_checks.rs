@@ -1,0 +1,129 @@
+//! What the browser checks of `cargo xtask test` assert about the built book:
+//! chapter pages load their charts, the chart that shows follows the theme,
+//! search finds text, and no page logs a console error.
+
+use std::{path::Path, thread};
+
+use anyhow::{Context, Result, bail, ensure};
+use serde_json::Value;
+
+use crate::{browser::Browser, serve, tidy};
+
+/// Runs every check against the book in `book_out`, served on 127.0.0.1:0.
+pub fn check_book(book_out: &Path) -> Result<()> {
+    let listener = serve::bind(0)?;
+    let base = format!("http://{}", listener.local_addr()?);
+    let root = book_out.to_path_buf();
+    // The server thread ends with the process; it only reads files.
+    thread::spawn(move || serve::serve_forever(listener, root));
+    let browser = Browser::start()?;
+
+    let mut pages_with_charts = 0;
+    for page in tidy::files_with_extension(book_out, "html")? {
+        let text = std::fs::read_to_string(&page)?;
+        let relative = page
+            .strip_prefix(book_out)
+            .unwrap_or(&page)
+            .to_string_lossy()
+            .to_string();
+        if !text.contains("class=\"lab-chart\"") || relative == "print.html" {
+            continue;
+        }
+        pages_with_charts += 1;
+        let expected = text.matches("class=\"lab-chart\"").count();
+        check_charts(&browser, &format!("{base}/{relative}"), &relative, expected)?;
+    }
+    ensure!(
+        pages_with_charts > 0,
+        "no page of the built book shows a chart"
+    );
+    check_search(&browser, &format!("{base}/index.html"))?;
+    let errors = browser.console_errors()?;
+    ensure!(
+        errors.is_empty(),
+        "the browser console logged errors:\n  {}",
+        errors.join("\n  ")
+    );
+    eprintln!(
+        "browser: {pages_with_charts} chapter page(s) with charts, theme switch and search checked"
+    );
+    Ok(())
+}
+
+const CHART_STATE: &str = r#"
+    const done = arguments[arguments.length - 1];
+    const figures = [...document.querySelectorAll('figure.lab-chart')];
+    const images = figures.flatMap(figure => [...figure.querySelectorAll('img')]);
+    // Every image, hidden or not, must load; give up after 10 s and report.
+    const settled = Promise.all(images.map(image => image.decode().catch(() => null)));
+    Promise.race([settled, new Promise(resolve => setTimeout(resolve, 10000))]).then(() => {
+      done(figures.map(figure => [...figure.querySelectorAll('img')].map(image => ({
+        theme: image.className,
+        loaded: image.complete && image.naturalWidth > 0,
+        shown: getComputedStyle(image).display !== 'none' && image.getBoundingClientRect().width > 0,
+      }))));
+    });
+"#;
+
+fn check_charts(browser: &Browser, url: &str, page: &str, expected: usize) -> Result<()> {
+    for theme in ["light", "coal"] {
+        browser.goto(url)?;
+        browser.eval(&format!(
+            "localStorage.setItem('mdbook-theme', '{theme}'); return true;"
+        ))?;
+        browser.goto(url)?;
+        let state = browser.eval_async(CHART_STATE)?;
+        let figures = state
+            .as_array()
+            .context("the chart script returned no list")?;
+        ensure!(
+            figures.len() == expected,
+            "{page}: {} chart figures in the browser, {expected} in the HTML",
+            figures.len()
+        );
+        let wanted = if theme == "light" {
+            "chart-light"
+        } else {
+            "chart-dark"
+        };
+        for (index, figure) in figures.iter().enumerate() {
+            let images = figure.as_array().context("a figure without images")?;
+            for image in images {
+                let name = image["theme"].as_str().unwrap_or_default();
+                if image["loaded"] != Value::Bool(true) {
+                    bail!("{page}: chart {} ({name}) did not load", index + 1);
+                }
+                let shown = image["shown"] == Value::Bool(true);
+                if shown != (name == wanted) {
+                    bail!(
+                        "{page}: in the {theme} theme chart {} shows {name}: {shown}",
+                        index + 1
+                    );
+                }
+            }
+        }
+    }
+    browser.eval("localStorage.removeItem('mdbook-theme'); return true;")?;
+    Ok(())
+}
+
+const SEARCH: &str = r#"
+    const done = arguments[arguments.length - 1];
+    document.getElementById('mdbook-search-toggle').click();
+    const bar = document.getElementById('mdbook-searchbar');
+    bar.value = 'TIME_WAIT';
+    bar.dispatchEvent(new KeyboardEvent('keyup', {bubbles: true, key: 'T'}));
+    bar.dispatchEvent(new Event('input', {bubbles: true}));
+    const started = Date.now();
+    (function poll() {
+      const hits = document.querySelectorAll('#mdbook-searchresults li').length;
+      if (hits > 0 || Date.now() - started > 10000) { done(hits); } else { setTimeout(poll, 100); }
+    })();
+"#;
+
+fn check_search(browser: &Browser, url: &str) -> Result<()> {
+    browser.goto(url)?;
+    let hits = browser.eval_async(SEARCH)?.as_u64().unwrap_or(0);
+    ensure!(hits > 0, "searching the book for TIME_WAIT found nothing");
+    Ok(())
+}

@@ -1,0 +1,245 @@
+//! Charts: each lab's `charts.toml` says what to draw from its data; this
+//! module checks that the data can feed every chart and draws each one twice,
+//! for mdBook's light and dark themes, as SVG.
+
+mod draw;
+
+use std::{fs, path::Path};
+
+use anyhow::{Context, Result, bail, ensure};
+use serde::Deserialize;
+
+use crate::{
+    data::{PointKind, RunData},
+    project::{Lab, Project},
+};
+
+pub use draw::{THEMES, Theme};
+
+/// A lab's `charts.toml`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChartFile {
+    #[serde(default)]
+    pub chart: Vec<ChartSpec>,
+}
+
+/// One chart, as a lab declares it (see ARCHITECTURE.md, "The chart and table contract").
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChartSpec {
+    pub name: String,
+    pub title: String,
+    pub kind: Kind,
+    pub record: Option<PointKind>,
+    #[serde(default)]
+    pub series: Vec<String>,
+    pub y: String,
+    pub y_label: Option<String>,
+    pub x: Option<String>,
+    pub x_label: Option<String>,
+    pub x_end: Option<String>,
+    #[serde(default)]
+    pub log_x: bool,
+    #[serde(default)]
+    pub log_y: bool,
+    #[serde(default)]
+    pub legend: Legend,
+    #[serde(default)]
+    pub mark: Vec<MarkSpec>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    Bar,
+    Line,
+    Points,
+    Segments,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Legend {
+    #[default]
+    UpperRight,
+    UpperLeft,
+    LowerRight,
+    LowerLeft,
+    None,
+}
+
+/// A vertical line at a value read from a summary record.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MarkSpec {
+    pub series: String,
+    pub field: String,
+    pub label: String,
+}
+
+/// A chart's data, pulled out of a run and checked.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    pub series: Vec<PreparedSeries>,
+    pub marks: Vec<(String, f64)>,
+}
+
+#[derive(Debug, Clone)]
+pub struct PreparedSeries {
+    pub name: String,
+    /// (x, y, x_end); x is the bar index for bar charts.
+    pub points: Vec<(f64, f64, f64)>,
+}
+
+impl ChartSpec {
+    fn record_kind(&self) -> PointKind {
+        self.record.unwrap_or(match self.kind {
+            Kind::Bar => PointKind::Summary,
+            Kind::Line | Kind::Points | Kind::Segments => PointKind::Sample,
+        })
+    }
+
+    /// Checks the spec against the run and extracts what the chart draws.
+    pub fn prepare(&self, run: &RunData) -> Result<Prepared> {
+        let kind = self.record_kind();
+        if self.kind != Kind::Bar {
+            ensure!(self.x.is_some(), "a {:?} chart needs an x field", self.kind);
+        }
+        if self.kind == Kind::Segments {
+            ensure!(
+                self.x_end.is_some(),
+                "a segments chart needs an x_end field"
+            );
+        }
+        ensure!(
+            !(self.kind == Kind::Bar && (self.log_x || self.log_y)),
+            "bar charts have no log scale"
+        );
+        let points = run.points(kind);
+        let mut names: Vec<String> = Vec::new();
+        if self.series.is_empty() {
+            for point in points {
+                if !names.contains(&point.series) {
+                    names.push(point.series.clone());
+                }
+            }
+        } else {
+            names = self.series.clone();
+        }
+        ensure!(!names.is_empty(), "the run has no {kind:?} records to draw");
+        let mut series = Vec::new();
+        for (index, name) in names.iter().enumerate() {
+            let mut prepared = PreparedSeries {
+                name: name.clone(),
+                points: Vec::new(),
+            };
+            for point in points.iter().filter(|point| &point.series == name) {
+                let y = point.number(&self.y)?;
+                let x = match &self.x {
+                    Some(field) if self.kind != Kind::Bar => point.number(field)?,
+                    _ => index as f64,
+                };
+                let x_end = match &self.x_end {
+                    Some(field) => point.number(field)?,
+                    None => x,
+                };
+                if (self.log_x && x <= 0.0) || (self.log_y && y <= 0.0) {
+                    bail!("series {name:?} has a value at or below 0 on a log axis");
+                }
+                prepared.points.push((x, y, x_end));
+            }
+            ensure!(
+                !prepared.points.is_empty(),
+                "series {name:?} has no {kind:?} records"
+            );
+            if self.kind == Kind::Bar {
+                ensure!(
+                    prepared.points.len() == 1,
+                    "series {name:?} has {} {kind:?} records; a bar needs one",
+                    prepared.points.len()
+                );
+            }
+            prepared.points.sort_by(|a, b| a.0.total_cmp(&b.0));
+            series.push(prepared);
+        }
+        let mut marks = Vec::new();
+        for mark in &self.mark {
+            let point = run
+                .summaries
+                .iter()
+                .find(|point| point.series == mark.series)
+                .with_context(|| {
+                    format!(
+                        "mark {:?}: no summary for series {:?}",
+                        mark.label, mark.series
+                    )
+                })?;
+            marks.push((mark.label.clone(), point.number(&mark.field)?));
+        }
+        Ok(Prepared { series, marks })
+    }
+}
+
+/// Reads `labs/<slug>/charts.toml`; a lab without one has no charts.
+pub fn load_specs(lab: &Lab) -> Result<Vec<ChartSpec>> {
+    let path = lab.dir.join("charts.toml");
+    if !path.exists() {
+        return Ok(Vec::new());
+    }
+    let text = fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    let file: ChartFile =
+        toml::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+    let mut seen = std::collections::HashSet::new();
+    for spec in &file.chart {
+        ensure!(
+            seen.insert(spec.name.clone()),
+            "{}: two charts named {:?}",
+            path.display(),
+            spec.name
+        );
+    }
+    Ok(file.chart)
+}
+
+/// The file name of one rendering of a chart, relative to the charts folder.
+pub fn svg_name(slug: &str, chart: &str, theme: &Theme) -> String {
+    format!("{slug}/{chart}.{}.svg", theme.name)
+}
+
+/// Draws every chart of every lab from `data_dir` into the charts folder.
+/// Returns how many SVG files were written.
+pub fn draw_all(project: &Project, data_dir: &Path) -> Result<usize> {
+    let out = project.charts_dir();
+    if out.exists() {
+        fs::remove_dir_all(&out).with_context(|| format!("clearing {}", out.display()))?;
+    }
+    let mut written = 0;
+    for lab in project.labs()? {
+        let specs = load_specs(&lab)?;
+        if specs.is_empty() {
+            continue;
+        }
+        let data_path = data_dir.join(format!("{}.jsonl", lab.slug));
+        let run = RunData::load(&data_path)?;
+        fs::create_dir_all(out.join(&lab.slug))?;
+        for spec in &specs {
+            let prepared = spec.prepare(&run).with_context(|| {
+                format!(
+                    "chart {}/{} from {}",
+                    lab.slug,
+                    spec.name,
+                    data_path.display()
+                )
+            })?;
+            for theme in THEMES {
+                let svg = draw::render(spec, &prepared, &theme, &run.caption())
+                    .with_context(|| format!("drawing chart {}/{}", lab.slug, spec.name))?;
+                let path = out.join(svg_name(&lab.slug, &spec.name, &theme));
+                fs::write(&path, svg).with_context(|| format!("writing {}", path.display()))?;
+                written += 1;
+            }
+        }
+    }
+    Ok(written)
+}

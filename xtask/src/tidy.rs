@@ -1,0 +1,390 @@
+//! The book's own consistency checks, run by `cargo xtask test`:
+//! every include resolves to text, every lab has a chapter, a SUMMARY entry,
+//! a reference run and charts its data can feed, no internal link in the
+//! built book is broken, and the code keeps the house rules.
+
+use std::{
+    collections::{HashMap, HashSet},
+    fs,
+    path::{Component, Path, PathBuf},
+};
+
+use anyhow::{Context, Result};
+
+use crate::{charts, data::RunData, project::Project};
+
+/// Every problem found, so one run shows them all.
+#[derive(Default)]
+pub struct Problems(Vec<String>);
+
+impl Problems {
+    fn add(&mut self, problem: String) {
+        self.0.push(problem);
+    }
+
+    pub fn into_result(self) -> Result<()> {
+        if self.0.is_empty() {
+            return Ok(());
+        }
+        anyhow::bail!(
+            "{} tidy problem(s):\n  - {}",
+            self.0.len(),
+            self.0.join("\n  - ")
+        )
+    }
+}
+
+/// Checks on the sources (before the book is built).
+pub fn check_sources(project: &Project) -> Result<Problems> {
+    let mut problems = Problems::default();
+    let book_dir = project.root.join("book");
+    let chapters = files_with_extension(&book_dir, "md")?;
+    for chapter in &chapters {
+        check_includes(chapter, &mut problems)?;
+    }
+    let summary =
+        fs::read_to_string(book_dir.join("SUMMARY.md")).context("reading book/SUMMARY.md")?;
+    let mut shown_charts: HashSet<String> = HashSet::new();
+    for chapter in &chapters {
+        let text = fs::read_to_string(chapter)?;
+        for piece in text.split("{{#chart ").skip(1) {
+            if let Some(target) = piece.split("}}").next() {
+                shown_charts.insert(target.trim().to_string());
+            }
+        }
+    }
+    for lab in project.labs()? {
+        let slug = &lab.slug;
+        let chapter_name = format!("{slug}.md");
+        if !chapters.iter().any(|path| {
+            path.file_name()
+                .is_some_and(|name| name == chapter_name.as_str())
+        }) {
+            problems.add(format!("labs/{slug} has no chapter book/{chapter_name}"));
+        }
+        if !summary.contains(&format!("{chapter_name})")) {
+            problems.add(format!("book/SUMMARY.md does not list {chapter_name}"));
+        }
+        let data_path = project.reference_data().join(format!("{slug}.jsonl"));
+        if !data_path.exists() {
+            problems.add(format!(
+                "labs/{slug} has no reference run book/data/{slug}.jsonl"
+            ));
+            continue;
+        }
+        let run = match RunData::load(&data_path) {
+            Ok(run) => run,
+            Err(error) => {
+                problems.add(format!("{error:#}"));
+                continue;
+            }
+        };
+        let specs = charts::load_specs(&lab)?;
+        for spec in &specs {
+            if let Err(error) = spec.prepare(&run) {
+                problems.add(format!("chart {slug}/{}: {error:#}", spec.name));
+            }
+            if !shown_charts.contains(&format!("{slug}/{}", spec.name)) {
+                problems.add(format!(
+                    "chart {slug}/{} is declared but no chapter shows it",
+                    spec.name
+                ));
+            }
+        }
+    }
+    check_rust_files(project, &mut problems)?;
+    Ok(problems)
+}
+
+/// `{{#include path}}`, `{{#include path:anchor}}` and line ranges must resolve
+/// to non-empty text.
+fn check_includes(chapter: &Path, problems: &mut Problems) -> Result<()> {
+    let text =
+        fs::read_to_string(chapter).with_context(|| format!("reading {}", chapter.display()))?;
+    let dir = chapter.parent().context("a chapter has a folder")?;
+    for (index, line) in text.lines().enumerate() {
+        for directive in ["{{#include ", "{{#rustdoc_include "] {
+            for piece in line.split(directive).skip(1) {
+                let Some(argument) = piece.split("}}").next() else {
+                    continue;
+                };
+                let where_ = format!("{}:{}", chapter.display(), index + 1);
+                if let Err(error) = resolve_include(dir, argument.trim()) {
+                    problems.add(format!("{where_}: {{{{#include {argument}}}}}: {error:#}"));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn resolve_include(dir: &Path, argument: &str) -> Result<()> {
+    let mut parts = argument.splitn(2, ':');
+    let file = parts.next().unwrap_or_default();
+    let text = fs::read_to_string(dir.join(file)).with_context(|| format!("cannot read {file}"))?;
+    let selected: String = match parts.next() {
+        None => text,
+        Some(selector)
+            if selector
+                .chars()
+                .next()
+                .is_some_and(|first| first.is_ascii_digit())
+                || selector.starts_with(':') =>
+        {
+            let (start, end) = selector.split_once(':').unwrap_or((selector, selector));
+            let start: usize = if start.is_empty() {
+                1
+            } else {
+                start.parse().context("bad line range")?
+            };
+            let end: usize = if end.is_empty() {
+                usize::MAX
+            } else {
+                end.parse().context("bad line range")?
+            };
+            text.lines()
+                .skip(start.saturating_sub(1))
+                .take(end.saturating_sub(start) + 1)
+                .collect::<Vec<_>>()
+                .join("\n")
+        }
+        Some(anchor) => {
+            anchored(&text, anchor).with_context(|| format!("no anchor {anchor:?} in {file}"))?
+        }
+    };
+    anyhow::ensure!(!selected.trim().is_empty(), "selects no text");
+    Ok(())
+}
+
+/// The lines between `ANCHOR: name` and `ANCHOR_END: name`, minus anchor lines.
+fn anchored(text: &str, anchor: &str) -> Option<String> {
+    let start_marker = format!("ANCHOR: {anchor}");
+    let end_marker = format!("ANCHOR_END: {anchor}");
+    let mut inside = false;
+    let mut found = false;
+    let mut lines = Vec::new();
+    for line in text.lines() {
+        let marker_end =
+            |marker: &str| line.trim_end().ends_with(marker) && line.contains("ANCHOR");
+        if marker_end(&start_marker) {
+            inside = true;
+            found = true;
+        } else if marker_end(&end_marker) {
+            inside = false;
+        } else if inside && !line.contains("ANCHOR:") && !line.contains("ANCHOR_END:") {
+            lines.push(line);
+        }
+    }
+    found.then(|| lines.join("\n"))
+}
+
+/// House rules the compiler does not check: every .rs file starts with a `//!`
+/// line; no test is switched off with `#[ignore]`.
+fn check_rust_files(project: &Project, problems: &mut Problems) -> Result<()> {
+    for folder in ["labs", "xtask", "tests", "widgets"] {
+        let dir = project.root.join(folder);
+        if !dir.exists() {
+            continue;
+        }
+        for path in files_with_extension(&dir, "rs")? {
+            let text = fs::read_to_string(&path)?;
+            let relative = path
+                .strip_prefix(&project.root)
+                .unwrap_or(&path)
+                .display()
+                .to_string();
+            if !text.trim_start().starts_with("//!") {
+                problems.add(format!(
+                    "{relative} does not open with a //! line saying what it is for"
+                ));
+            }
+            let attribute = concat!("#[", "ignore");
+            if text.contains(attribute) {
+                problems.add(format!("{relative} switches a test off with {attribute}]: assert today's behaviour and leave a FIXME"));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Checks on the built book: every relative href and src resolves to a file,
+/// and every fragment into another page names an id that page has.
+pub fn check_built_book(book_out: &Path) -> Result<Problems> {
+    let mut problems = Problems::default();
+    let pages = files_with_extension(book_out, "html")?;
+    let mut ids: HashMap<PathBuf, HashSet<String>> = HashMap::new();
+    for page in &pages {
+        let text = fs::read_to_string(page)?;
+        ids.insert(
+            page.clone(),
+            attribute_values(&text, "id").into_iter().collect(),
+        );
+    }
+    for page in &pages {
+        let text = fs::read_to_string(page)?;
+        let relative_page = page
+            .strip_prefix(book_out)
+            .unwrap_or(page)
+            .display()
+            .to_string();
+        let dir = page.parent().context("a page has a folder")?;
+        for link in attribute_values(&text, "href")
+            .into_iter()
+            .chain(attribute_values(&text, "src"))
+        {
+            if is_external(&link) || link.contains("{{") {
+                continue;
+            }
+            let (path_part, fragment) = match link.split_once('#') {
+                Some((path, fragment)) => (path, Some(fragment)),
+                None => (link.as_str(), None),
+            };
+            let path_part = path_part.split('?').next().unwrap_or_default();
+            let target = if path_part.is_empty() {
+                page.clone()
+            } else {
+                normalize(&dir.join(path_part))
+            };
+            let target = if target.is_dir() {
+                target.join("index.html")
+            } else {
+                target
+            };
+            if !target.exists() {
+                problems.add(format!("{relative_page}: broken link {link:?}"));
+                continue;
+            }
+            // print.html rewrites every chapter's headings; mdBook owns those ids.
+            let checks_fragment = !relative_page.ends_with("print.html") && !path_part.is_empty();
+            if let (Some(fragment), true) = (fragment, checks_fragment) {
+                if !fragment.is_empty()
+                    && ids
+                        .get(&target)
+                        .is_some_and(|known| !known.contains(fragment))
+                {
+                    problems.add(format!(
+                        "{relative_page}: link {link:?} names no id in its page"
+                    ));
+                }
+            }
+        }
+    }
+    Ok(problems)
+}
+
+fn is_external(link: &str) -> bool {
+    link.is_empty()
+        || link.starts_with('#') && link.len() == 1
+        || [
+            "http:",
+            "https:",
+            "mailto:",
+            "//",
+            "data:",
+            "javascript:",
+            "tel:",
+        ]
+        .iter()
+        .any(|prefix| link.starts_with(prefix))
+}
+
+/// Values of `name="..."` attributes, HTML entities for & decoded.
+fn attribute_values(html: &str, name: &str) -> Vec<String> {
+    let needle = format!(" {name}=\"");
+    html.split(&needle)
+        .skip(1)
+        .filter_map(|piece| piece.split('"').next())
+        .map(|value| value.replace("&amp;", "&"))
+        .collect()
+}
+
+fn normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for component in path.components() {
+        match component {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+/// Every file under `dir` with the extension, skipping target folders.
+pub fn files_with_extension(dir: &Path, extension: &str) -> Result<Vec<PathBuf>> {
+    let mut found = Vec::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(current) = pending.pop() {
+        for entry in
+            fs::read_dir(&current).with_context(|| format!("reading {}", current.display()))?
+        {
+            let path = entry?.path();
+            if path.is_dir() {
+                if path
+                    .file_name()
+                    .is_some_and(|name| name == "target" || name == "node_modules")
+                {
+                    continue;
+                }
+                pending.push(path);
+            } else if path.extension().is_some_and(|found| found == extension) {
+                found.push(path);
+            }
+        }
+    }
+    found.sort();
+    Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SOURCE: &str = "//! demo\n// ANCHOR: outer\nfn a() {}\n// ANCHOR: inner\nfn b() {}\n// ANCHOR_END: inner\n// ANCHOR_END: outer\n// ANCHOR: empty\n// ANCHOR_END: empty\n";
+
+    #[test]
+    fn anchors_nest_and_empty_ones_are_found() {
+        assert_eq!(anchored(SOURCE, "outer").unwrap(), "fn a() {}\nfn b() {}");
+        assert_eq!(anchored(SOURCE, "inner").unwrap(), "fn b() {}");
+        assert_eq!(anchored(SOURCE, "empty").unwrap(), "");
+        assert!(anchored(SOURCE, "missing").is_none());
+    }
+
+    #[test]
+    fn includes_resolve_or_say_why_not() {
+        let dir = std::env::temp_dir().join(format!("xtask-tidy-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        fs::write(dir.join("lib.rs"), SOURCE).unwrap();
+        assert!(resolve_include(&dir, "lib.rs:inner").is_ok());
+        assert!(resolve_include(&dir, "lib.rs:2:3").is_ok());
+        assert!(resolve_include(&dir, "lib.rs").is_ok());
+        assert!(
+            format!("{:#}", resolve_include(&dir, "lib.rs:empty").unwrap_err()).contains("no text")
+        );
+        assert!(
+            format!("{:#}", resolve_include(&dir, "lib.rs:nope").unwrap_err())
+                .contains("no anchor")
+        );
+        assert!(resolve_include(&dir, "missing.rs").is_err());
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn finds_broken_links_and_fragments() {
+        let dir = std::env::temp_dir().join(format!("xtask-links-{}", std::process::id()));
+        fs::create_dir_all(dir.join("sub")).unwrap();
+        fs::write(dir.join("index.html"), r#"<a href="sub/page.html#there">ok</a> <a href="gone.html">x</a> <a href="sub/page.html#nowhere">y</a> <a href="https://example.org">ext</a>"#).unwrap();
+        fs::write(
+            dir.join("sub/page.html"),
+            r#"<h2 id="there">T</h2><img src="../index.html">"#,
+        )
+        .unwrap();
+        let problems = check_built_book(&dir).unwrap().0;
+        assert_eq!(problems.len(), 2, "{problems:?}");
+        assert!(problems[0].contains("gone.html") || problems[1].contains("gone.html"));
+        assert!(problems.iter().any(|problem| problem.contains("#nowhere")));
+        fs::remove_dir_all(dir).unwrap();
+    }
+}
