@@ -223,14 +223,14 @@ pub fn run_lab_command(
                     .get_or_insert_with(|| anyhow!("did not finish within {kill_after:?}; killed"));
             }
         }
-        if let Some(exited) = exited_at {
-            if open_streams > 0 && exited.elapsed() > STREAM_GRACE {
-                // Something the lab started still holds its output open.
-                group.kill();
-                failure
-                    .get_or_insert_with(|| anyhow!("exited but left processes running (killed)"));
-                break;
-            }
+        if let Some(exited) = exited_at
+            && open_streams > 0
+            && exited.elapsed() > STREAM_GRACE
+        {
+            // Something the lab started still holds its output open.
+            group.kill();
+            failure.get_or_insert_with(|| anyhow!("exited but left processes running (killed)"));
+            break;
         }
     }
     if failure.is_none() && group.any_alive() {
