@@ -332,11 +332,14 @@ fn run_labs(project: &Project, labs: &[Lab], mode: Mode, out_dir: &std::path::Pa
     let failed: Vec<String> = reports
         .iter()
         .filter_map(|report| {
-            report
-                .outcome
-                .as_ref()
-                .err()
-                .map(|error| format!("{}: {error:#}", report.slug))
+            // The full error was printed when the lab failed; here, one line each.
+            let error = report.outcome.as_ref().err()?;
+            let text = format!("{error:#}");
+            Some(format!(
+                "  {}: {}",
+                report.slug,
+                text.lines().next().unwrap_or_default()
+            ))
         })
         .collect();
     if !failed.is_empty() {

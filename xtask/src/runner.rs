@@ -252,10 +252,10 @@ pub fn run_lab_command(
         if tail.is_empty() {
             return Err(error);
         }
-        return Err(error.context(format!(
-            "its stderr ended with:\n    {}",
+        return Err(anyhow!(
+            "{error:#}; its stderr ended with:\n    {}",
             tail.join("\n    ")
-        )));
+        ));
     }
     temp.persist(destination)?;
     Ok(RunOutput { records })
