@@ -4,7 +4,8 @@
 //! - `{{#chart <slug>/<name>}}`: a figure with the light and the dark SVG of a
 //!   chart and a caption naming the run that fed it;
 //! - `{{#table <slug> <sample|summary> <field,...> [series,...]}}`: a table of
-//!   records, so numbers in a chapter come from the data, not from prose.
+//!   records, so numbers in a chapter come from the data, not from prose;
+//! - `{{#widget <name>}}`: the container and the module script of a widget.
 //!
 //! A directive preceded by a backslash is left as text (without the backslash).
 
@@ -21,6 +22,7 @@ use crate::{
     charts::{self, ChartSpec, THEMES},
     data::{PointKind, RunData},
     project::Project,
+    widgets,
 };
 
 /// What the directives read: each lab's chart specs and run data.
@@ -28,6 +30,7 @@ pub struct LabData {
     data_dir: PathBuf,
     specs: HashMap<String, Vec<ChartSpec>>,
     runs: HashMap<String, RunData>,
+    widgets: Vec<String>,
 }
 
 impl LabData {
@@ -41,10 +44,15 @@ impl LabData {
                 runs.insert(lab.slug.clone(), RunData::load(&path)?);
             }
         }
+        let widgets = widgets::discover(project)?
+            .into_iter()
+            .map(|widget| widget.name)
+            .collect();
         Ok(LabData {
             data_dir: data_dir.to_path_buf(),
             specs,
             runs,
+            widgets,
         })
     }
 
@@ -61,7 +69,26 @@ impl LabData {
 /// Builds the book from `data_dir` into target/book and returns index.html.
 pub fn build(project: &Project, data_dir: &Path) -> Result<PathBuf> {
     let written = charts::draw_all(project, data_dir)?;
-    let lab_data = LabData::load(project, data_dir)?;
+    let sizes = widgets::build_all(project)?;
+    for size in &sizes {
+        eprintln!(
+            "widget {}: {} KB of JS and wasm ({} KB gzipped; limit {} KB)",
+            size.name,
+            size.bytes / 1000,
+            size.gzip_bytes / 1000,
+            widgets::SIZE_LIMIT / 1000
+        );
+        ensure!(
+            size.bytes <= widgets::SIZE_LIMIT,
+            "widget {} is over its size limit",
+            size.name
+        );
+    }
+    let mut lab_data = LabData::load(project, data_dir)?;
+    lab_data.widgets = widgets::discover(project)?
+        .into_iter()
+        .map(|widget| widget.name)
+        .collect();
     let mut book =
         MDBook::load(&project.root).map_err(|error| anyhow!("loading the book: {error:#}"))?;
     let mut failures = Vec::new();
@@ -80,6 +107,7 @@ pub fn build(project: &Project, data_dir: &Path) -> Result<PathBuf> {
     // data they came from are copied in afterwards.
     let out = project.book_out();
     copy_dir(&project.charts_dir(), &out.join("charts"))?;
+    copy_dir(&project.root.join("target/widgets"), &out.join("widgets"))?;
     let data_out = out.join("lab-data");
     fs::create_dir_all(&data_out)?;
     for slug in lab_data.runs.keys() {
@@ -130,8 +158,9 @@ pub fn expand(text: &str, to_root: &str, lab_data: &LabData) -> Result<String> {
     while let Some(start) = rest.find("{{#") {
         let (before, from_directive) = rest.split_at(start);
         let end = from_directive.find("}}").map(|end| end + 2);
-        let is_ours =
-            from_directive.starts_with("{{#chart ") || from_directive.starts_with("{{#table ");
+        let is_ours = ["{{#chart ", "{{#table ", "{{#widget "]
+            .iter()
+            .any(|prefix| from_directive.starts_with(prefix));
         match (is_ours, end) {
             (true, Some(end)) if before.ends_with('\\') => {
                 out.push_str(&before[..before.len() - 1]);
@@ -150,7 +179,9 @@ pub fn expand(text: &str, to_root: &str, lab_data: &LabData) -> Result<String> {
                 out.push_str(&expanded);
                 rest = &from_directive[end..];
             }
-            (true, None) => bail!("a {{{{#chart or {{{{#table directive is not closed with }}}}"),
+            (true, None) => {
+                bail!("a {{{{#chart, #table or #widget directive is not closed with }}}}")
+            }
             (false, _) => {
                 // Someone else's directive ({{#include}}): leave it for mdBook.
                 out.push_str(before);
@@ -184,6 +215,19 @@ fn expand_one(directive: &str, to_root: &str, lab_data: &LabData) -> Result<Stri
                 .unwrap_or_default();
             ensure!(words.next().is_none(), "too many words");
             data_table(slug, kind, &fields, &series, lab_data)
+        }
+        Some("widget") => {
+            let name = words.next().context("usage: {{#widget <name>}}")?;
+            ensure!(words.next().is_none(), "usage: {{{{#widget <name>}}}}");
+            ensure!(
+                lab_data.widgets.iter().any(|known| known == name),
+                "no widget named {name:?} in widgets/"
+            );
+            Ok(format!(
+                "\n<div class=\"lab-widget\" id=\"widget-{name}\" data-widget=\"{name}\">\
+                 <noscript>This widget needs JavaScript and WebAssembly.</noscript></div>\n\
+                 <script type=\"module\" src=\"{to_root}widgets/{name}/main.js\"></script>\n"
+            ))
         }
         _ => bail!("unknown directive"),
     }

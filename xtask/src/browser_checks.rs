@@ -7,7 +7,7 @@ use std::{path::Path, thread};
 use anyhow::{Context, Result, bail, ensure};
 use serde_json::Value;
 
-use crate::{browser::Browser, serve, tidy};
+use crate::{browser::Browser, project::Project, serve, tidy, widgets};
 
 /// Runs every check against the book in `book_out`, served on 127.0.0.1:0.
 pub fn check_book(book_out: &Path) -> Result<()> {
@@ -37,6 +37,7 @@ pub fn check_book(book_out: &Path) -> Result<()> {
         pages_with_charts > 0,
         "no page of the built book shows a chart"
     );
+    check_widgets(&browser, &base, book_out)?;
     check_search(&browser, &format!("{base}/index.html"))?;
     let errors = browser.console_errors()?;
     ensure!(
@@ -125,5 +126,68 @@ fn check_search(browser: &Browser, url: &str) -> Result<()> {
     browser.goto(url)?;
     let hits = browser.eval_async(SEARCH)?.as_u64().unwrap_or(0);
     ensure!(hits > 0, "searching the book for TIME_WAIT found nothing");
+    Ok(())
+}
+
+/// Runs each widget's `web/check.js` in the chapter page that shows it.
+fn check_widgets(browser: &Browser, base: &str, book_out: &Path) -> Result<()> {
+    let project = Project::locate();
+    for widget in widgets::discover(&project)? {
+        let marker = format!("data-widget=\"{}\"", widget.name);
+        let mut pages = Vec::new();
+        for page in tidy::files_with_extension(book_out, "html")? {
+            let relative = page
+                .strip_prefix(book_out)
+                .unwrap_or(&page)
+                .to_string_lossy()
+                .to_string();
+            if relative != "print.html" && std::fs::read_to_string(&page)?.contains(&marker) {
+                pages.push(relative);
+            }
+        }
+        let Some(page) = pages.first() else {
+            bail!(
+                "widget {} is in widgets/ but no chapter shows it",
+                widget.name
+            );
+        };
+        let Some(script_path) = widget.check_script() else {
+            bail!("widget {} has no web/check.js browser test", widget.name);
+        };
+        let script = std::fs::read_to_string(&script_path)?;
+        browser.goto(&format!("{base}/{page}"))?;
+        let result = browser
+            .eval_async(&script)
+            .with_context(|| format!("running {}", script_path.display()))?;
+        let errors: Vec<String> = result["errors"]
+            .as_array()
+            .map(|list| {
+                list.iter()
+                    .map(|error| error.as_str().unwrap_or_default().to_string())
+                    .collect()
+            })
+            .unwrap_or_else(|| {
+                vec![format!(
+                    "check.js returned {result} instead of {{errors, metrics}}"
+                )]
+            });
+        ensure!(
+            errors.is_empty(),
+            "widget {} in {page}:\n  {}",
+            widget.name,
+            errors.join("\n  ")
+        );
+        let console = browser.console_errors()?;
+        ensure!(
+            console.is_empty(),
+            "widget {} in {page}: console errors:\n  {}",
+            widget.name,
+            console.join("\n  ")
+        );
+        eprintln!(
+            "browser: widget {} in {page}: {}",
+            widget.name, result["metrics"]
+        );
+    }
     Ok(())
 }

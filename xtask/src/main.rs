@@ -10,6 +10,7 @@ mod project;
 mod runner;
 mod serve;
 mod tidy;
+mod widgets;
 
 use std::{
     io::{IsTerminal, Write},
