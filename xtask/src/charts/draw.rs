@@ -279,6 +279,30 @@ where
         let range = chart.y_range();
         (range.start, range.end)
     };
+    if let Some(label) = &spec.identity_line {
+        let (x_low, x_high) = {
+            let range = chart.x_range();
+            (range.start, range.end)
+        };
+        let (from, to) = (x_low.max(y_low), x_high.min(y_high));
+        if from < to {
+            let style = theme.text.mix(0.45).stroke_width(1);
+            chart
+                .draw_series(std::iter::once(PathElement::new(
+                    vec![(from, from), (to, to)],
+                    style,
+                )))
+                .map_err(plot_error)?;
+            let text_style = label_style(theme, 12).pos(Pos::new(HPos::Right, VPos::Bottom));
+            chart
+                .draw_series(std::iter::once(Text::new(
+                    format!("{label} "),
+                    (to, to),
+                    text_style,
+                )))
+                .map_err(plot_error)?;
+        }
+    }
     for (label, at) in &data.marks {
         let mark_style = theme.text.mix(0.6).stroke_width(1);
         chart

@@ -47,6 +47,8 @@ pub struct ChartSpec {
     pub legend: Legend,
     #[serde(default)]
     pub mark: Vec<MarkSpec>,
+    /// Draws the line y = x with this label: "one per request in flight".
+    pub identity_line: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
