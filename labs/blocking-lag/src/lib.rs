@@ -53,6 +53,9 @@ pub struct Variant {
     /// Reports requested at the same moment.
     pub reports: usize,
     pub strategy: Strategy,
+    /// Rounds of `reports`, one after another: more than one where the
+    /// outcome is a race worth counting (see `Config::race_rounds`).
+    pub repeat_for_race: bool,
 }
 
 const TWO_WORKERS: Flavour = Flavour::MultiThread { workers: 2 };
@@ -68,8 +71,8 @@ impl Variant {
             1,
             Strategy::Inline,
         ),
-        Variant::new("two-workers", TWO_WORKERS, 1, Strategy::Inline),
-        Variant::new("two-workers-two-reports", TWO_WORKERS, 2, Strategy::Inline),
+        Variant::new("two-workers", TWO_WORKERS, 1, Strategy::Inline).repeated(),
+        Variant::new("two-reports", TWO_WORKERS, 2, Strategy::Inline),
         Variant::new("spawn-blocking", TWO_WORKERS, 2, Strategy::SpawnBlocking),
         Variant::new("rayon", TWO_WORKERS, 2, Strategy::Rayon),
         Variant::new("background-job", TWO_WORKERS, 2, Strategy::BackgroundJob),
@@ -87,7 +90,14 @@ impl Variant {
             flavour,
             reports,
             strategy,
+            repeat_for_race: false,
         }
+    }
+
+    /// The same variant, run for `Config::race_rounds` rounds.
+    pub const fn repeated(mut self) -> Variant {
+        self.repeat_for_race = true;
+        self
     }
 
     /// A variant by name.
@@ -130,6 +140,9 @@ pub struct Config {
     pub lag_interval_ms: u64,
     /// Quiet time before the report and after it (milliseconds).
     pub quiet_ms: u64,
+    /// Rounds of the variants whose outcome is a race (one report on two
+    /// workers: does the other worker get to the I/O driver or not?).
+    pub race_rounds: usize,
     /// Threads of the rayon pool in the rayon variant.
     pub rayon_threads: usize,
     /// A poll longer than this is slow for the per-route task monitors (ms).
@@ -147,14 +160,16 @@ impl Config {
     /// The settings for a mode; `prober_exe` is the lab binary (the prober
     /// is the same binary with a hidden subcommand).
     pub fn for_mode(mode: Mode, prober_exe: PathBuf) -> Config {
-        let (rows, quiet_ms) = match mode {
-            // About half a second of report on this kind of machine; seven
-            // variants fit in the quick budget.
-            Mode::Quick => (1_000_000, 250),
+        let (rows, quiet_ms, race_rounds) = match mode {
+            // About 0.2 s of report on an idle 2-core machine (twice that
+            // when others compile): seven variants fit in the quick budget.
+            Mode::Quick => (600_000, 200, 4),
             // The seed's size: 1.5 million rows.
-            Mode::Full => (1_500_000, 1000),
+            Mode::Full => (1_500_000, 1000, 12),
         };
-        Config::with_variants(rows, quiet_ms, &Variant::ALL, prober_exe)
+        let mut config = Config::with_variants(rows, quiet_ms, &Variant::ALL, prober_exe);
+        config.race_rounds = race_rounds;
+        config
     }
 
     /// The same settings for a chosen list of variants and a report size.
@@ -171,6 +186,7 @@ impl Config {
             login_every: 5,
             lag_interval_ms: 5,
             quiet_ms,
+            race_rounds: 1,
             rayon_threads: 1,
             slow_poll_ms: 10,
             variant_names: variants
@@ -197,7 +213,9 @@ pub struct HealthSample {
 /// One lag-probe wake-up, on the same timeline.
 #[derive(Debug, Clone, Serialize)]
 pub struct LagPoint {
+    /// When the tick was due, ms since the variant's prober started.
     pub t_ms: f64,
+    /// How late the task woke.
     pub ms: f64,
 }
 
@@ -208,6 +226,11 @@ pub struct VariantSummary {
     pub strategy: String,
     pub reports: usize,
     pub rows: usize,
+    /// Rounds of `reports` run one after another, and in how many of them
+    /// the slowest /health sent during the round waited at least half the
+    /// round: the whole server stalled, not just one connection.
+    pub rounds: usize,
+    pub stalled_rounds: usize,
     /// When the first report's computation started and the last one ended,
     /// ms since the prober started (the chart marks these).
     pub report_start_ms: f64,
@@ -312,20 +335,41 @@ pub async fn measure(variant: &Variant, config: &Config) -> Result<Measured> {
         .build()
         .context("building the report client")?;
     let base = format!("http://{}", server.addr);
-    let mut requests = tokio::task::JoinSet::new();
-    for _ in 0..variant.reports {
-        let (client, base, strategy) = (client.clone(), base.clone(), variant.strategy);
-        requests.spawn(async move { ask_for_report(&client, &base, strategy).await });
-    }
+    let rounds = if variant.repeat_for_race {
+        config.race_rounds.max(1)
+    } else {
+        1
+    };
     let mut response_ms = Vec::new();
-    while let Some(joined) = requests.join_next().await {
-        response_ms.push(joined.context("a report request panicked")??);
+    let mut round_windows = Vec::new();
+    for round in 0..rounds {
+        if round > 0 {
+            tokio::time::sleep(Duration::from_millis(config.quiet_ms / 2)).await;
+        }
+        let round_start = monotonic_ms();
+        let mut requests = tokio::task::JoinSet::new();
+        for _ in 0..variant.reports {
+            let (client, base, strategy) = (client.clone(), base.clone(), variant.strategy);
+            requests.spawn(async move { ask_for_report(&client, &base, strategy).await });
+        }
+        while let Some(joined) = requests.join_next().await {
+            response_ms.push(joined.context("a report request panicked")??);
+        }
+        round_windows.push((round_start, monotonic_ms()));
     }
     tokio::time::sleep(Duration::from_millis(config.quiet_ms)).await;
     let probes = prober.finish().await?;
     drop(client);
     let record = server.stop().await?;
-    summarise(variant, config, origin_ms, &probes, &record, &response_ms)
+    summarise(
+        variant,
+        config,
+        origin_ms,
+        &probes,
+        &record,
+        &response_ms,
+        &round_windows,
+    )
 }
 
 // ANCHOR: client
@@ -377,13 +421,26 @@ fn summarise(
     probes: &[ProbeLine],
     record: &ServerRecord,
     response_ms: &[f64],
+    round_windows: &[(f64, f64)],
 ) -> Result<Measured> {
+    let expected = variant.reports * round_windows.len();
     ensure!(
-        record.spans.len() == variant.reports,
-        "the server ran {} of {} reports",
-        record.spans.len(),
-        variant.reports
+        record.spans.len() == expected,
+        "the server ran {} of {expected} reports",
+        record.spans.len()
     );
+    let stalled_rounds = round_windows
+        .iter()
+        .filter(|(start, end)| {
+            let slowest = probes
+                .iter()
+                .filter(|probe| probe.path == "/health")
+                .filter(|probe| probe.sent_ms >= *start && probe.sent_ms <= *end)
+                .map(|probe| probe.ms)
+                .fold(0.0, f64::max);
+            slowest >= 0.5 * (end - start)
+        })
+        .count();
     let report_start = record
         .spans
         .iter()
@@ -431,9 +488,9 @@ fn summarise(
     let lag: Vec<LagPoint> = record
         .lag
         .iter()
-        .filter(|sample| sample.at_ms >= origin_ms)
+        .filter(|sample| sample.due_ms >= origin_ms)
         .map(|sample| LagPoint {
-            t_ms: sample.at_ms - origin_ms,
+            t_ms: sample.due_ms - origin_ms,
             ms: sample.late_ms,
         })
         .collect();
@@ -446,6 +503,8 @@ fn summarise(
         strategy: variant.strategy_label().into(),
         reports: variant.reports,
         rows: config.rows,
+        rounds: round_windows.len(),
+        stalled_rounds,
         report_start_ms: report_start - origin_ms,
         report_end_ms: report_end - origin_ms,
         report_ms,

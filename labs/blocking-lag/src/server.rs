@@ -69,10 +69,10 @@ pub struct Span {
     pub end_ms: f64,
 }
 
-/// One wake-up of the lag probe: when it woke and how late.
+/// One wake-up of the lag probe: when it was due and how late it woke.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct LagSample {
-    pub at_ms: f64,
+    pub due_ms: f64,
     pub late_ms: f64,
 }
 
@@ -248,7 +248,10 @@ async fn lag_probe(interval: Duration, samples: Arc<Mutex<Vec<LagSample>>>) {
             .lock()
             .expect("the lag list is never poisoned")
             .push(LagSample {
-                at_ms: monotonic_ms(),
+                // Placed at the moment the tick was due, like a probe is
+                // placed at the moment it was sent: a stall then shows at
+                // the same x in both measurements.
+                due_ms: monotonic_ms() - late.as_secs_f64() * 1000.0,
                 late_ms: late.as_secs_f64() * 1000.0,
             });
     }

@@ -54,7 +54,7 @@ async fn current_thread_runtime_stalls_health_for_the_whole_report() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn two_reports_on_two_workers_stall_health_too() {
-    let measured = measure_named("two-workers-two-reports").await;
+    let measured = measure_named("two-reports").await;
     let summary = &measured.summary;
     assert_eq!(summary.report_slow_polls, 2, "{summary:?}");
     // Both workers are busy while the reports overlap; they may not overlap
