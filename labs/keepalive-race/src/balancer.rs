@@ -1,0 +1,477 @@
+//! A small HTTP/1.1 load balancer with a keep-alive pool to one upstream, and
+//! a link-delay shim to put between it and the backend.
+//!
+//! The balancer behaves the way AWS ALB, nginx and Envoy do in the one respect
+//! this lab is about: it keeps idle upstream connections in a pool for its own
+//! idle timeout, ignores any `Keep-Alive: timeout=` hint, drops pooled
+//! connections it has already seen closed, never retries, and answers 502 when
+//! the upstream closes or resets before a response.
+//!
+//! The shim delays every byte, and every close, by a fixed one-way delay. On
+//! loopback a FIN arrives in microseconds, so the race between a FIN and a new
+//! request almost never happens; with the shim it happens whenever a request
+//! leaves within one round trip of the backend closing, as it does across a
+//! real network. Nothing here depends on the rest of the lab except the
+//! `wire` module, so both could move to the kit unchanged.
+//!
+//! Simplifications: one upstream; request bodies framed by `Content-Length`
+//! only; one request at a time per connection (no pipelining); a reset on one
+//! side of the shim is passed on as a close.
+
+use std::{
+    net::SocketAddr,
+    os::fd::AsRawFd,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+use tokio::{
+    io::{AsyncReadExt, AsyncWriteExt},
+    net::{
+        TcpListener, TcpStream,
+        tcp::{OwnedReadHalf, OwnedWriteHalf},
+    },
+    sync::mpsc,
+    task::{JoinHandle, JoinSet},
+};
+
+use crate::wire::{Request, Response, Wire};
+
+/// An aborting task handle: the server stops when its owner is dropped.
+struct AbortOnDrop(JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Binds 127.0.0.1 on a port the kernel picks.
+async fn bind_loopback() -> Result<TcpListener> {
+    TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0))
+        .await
+        .context("binding 127.0.0.1:0")
+}
+
+/// Accepts connections until aborted and hands each to `serve`; the
+/// connection tasks die with the accept task.
+fn spawn_accept_loop<F, Fut>(listener: TcpListener, serve: F) -> AbortOnDrop
+where
+    F: Fn(TcpStream) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    AbortOnDrop(tokio::spawn(async move {
+        let mut connections = JoinSet::new();
+        loop {
+            match listener.accept().await {
+                Ok((stream, _)) => {
+                    let _ = stream.set_nodelay(true);
+                    while connections.try_join_next().is_some() {}
+                    connections.spawn(serve(stream));
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(5)).await,
+            }
+        }
+    }))
+}
+
+// ---------------------------------------------------------------------------
+// The link-delay shim
+
+/// A TCP relay that delays each direction by `one_way` delay: bytes, and the
+/// close that follows them, arrive `one_way` after they were sent.
+pub struct LinkDelay {
+    pub addr: SocketAddr,
+    _task: AbortOnDrop,
+}
+
+enum Segment {
+    Bytes(Vec<u8>),
+    /// The sender closed (or reset) its side.
+    Close,
+}
+
+impl LinkDelay {
+    /// Listens on 127.0.0.1:0; every connection to it is relayed to `upstream`.
+    pub async fn spawn(upstream: SocketAddr, one_way: Duration) -> Result<LinkDelay> {
+        let listener = bind_loopback().await?;
+        let addr = listener.local_addr().context("reading the shim's address")?;
+        let task = spawn_accept_loop(listener, move |downstream| async move {
+            let Ok(upstream) = TcpStream::connect(upstream).await else {
+                return;
+            };
+            let _ = upstream.set_nodelay(true);
+            let (down_read, down_write) = downstream.into_split();
+            let (up_read, up_write) = upstream.into_split();
+            tokio::join!(
+                relay(down_read, up_write, one_way),
+                relay(up_read, down_write, one_way)
+            );
+        });
+        Ok(LinkDelay { addr, _task: task })
+    }
+}
+
+/// One direction of the shim: a reader stamps each segment with the moment
+/// it must be delivered, a writer delivers it then. The reader never waits
+/// for the writer, so the delay is a delay, not a throughput limit.
+async fn relay(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, one_way: Duration) {
+    let (sender, mut receiver) = mpsc::unbounded_channel::<(Instant, Segment)>();
+    let reader = async move {
+        let mut chunk = vec![0u8; 16 * 1024];
+        loop {
+            let segment = match from.read(&mut chunk).await {
+                Ok(0) | Err(_) => Segment::Close,
+                Ok(count) => Segment::Bytes(chunk[..count].to_vec()),
+            };
+            let closing = matches!(segment, Segment::Close);
+            if sender.send((Instant::now() + one_way, segment)).is_err() || closing {
+                return;
+            }
+        }
+    };
+    let writer = async move {
+        while let Some((due, segment)) = receiver.recv().await {
+            tokio::time::sleep_until(due.into()).await;
+            match segment {
+                Segment::Bytes(bytes) => {
+                    if to.write_all(&bytes).await.is_err() {
+                        return;
+                    }
+                }
+                Segment::Close => {
+                    let _ = to.shutdown().await;
+                    return;
+                }
+            }
+        }
+    };
+    tokio::join!(reader, writer);
+}
+
+// ---------------------------------------------------------------------------
+// The balancer
+
+/// How the balancer behaves.
+#[derive(Debug, Clone, Copy)]
+pub struct BalancerConfig {
+    /// Where requests go (the backend, or a [`LinkDelay`] in front of it).
+    pub upstream: SocketAddr,
+    /// Pooled upstream connections idle for this long are closed, never
+    /// reused (AWS ALB: 60 s by default).
+    pub idle_timeout: Duration,
+    /// How long to wait for an upstream response before answering 504.
+    pub response_timeout: Duration,
+    /// How long to wait for an upstream TCP connection.
+    pub connect_timeout: Duration,
+}
+
+/// What the balancer did, counted as it happened.
+#[derive(Debug, Default)]
+struct Counters {
+    requests: AtomicU64,
+    upstream_connects: AtomicU64,
+    reused: AtomicU64,
+    dropped_seen_closed: AtomicU64,
+    dropped_idle: AtomicU64,
+    bad_gateway: AtomicU64,
+    bad_gateway_on_reused: AtomicU64,
+    gateway_timeout: AtomicU64,
+}
+
+/// A snapshot of the balancer's counters.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct BalancerStats {
+    pub requests: u64,
+    /// New TCP connections to the upstream.
+    pub upstream_connects: u64,
+    /// Requests sent on a pooled (reused) connection.
+    pub reused: u64,
+    /// Pooled connections dropped because the upstream had closed them.
+    pub dropped_seen_closed: u64,
+    /// Pooled connections closed by the balancer's own idle timeout.
+    pub dropped_idle: u64,
+    pub bad_gateway: u64,
+    /// 502s whose request went out on a reused connection.
+    pub bad_gateway_on_reused: u64,
+    pub gateway_timeout: u64,
+}
+
+struct Pooled {
+    wire: Wire,
+    idle_since: Instant,
+}
+
+struct Shared {
+    config: BalancerConfig,
+    /// Idle upstream connections, most recently used last. A std Mutex: it is
+    /// held for a push or a pop, never across an await.
+    pool: Mutex<Vec<Pooled>>,
+    counters: Counters,
+}
+
+/// A running balancer. Dropping it stops it and closes its connections.
+pub struct Balancer {
+    pub addr: SocketAddr,
+    shared: Arc<Shared>,
+    _task: AbortOnDrop,
+}
+
+impl Balancer {
+    /// Listens on 127.0.0.1:0 and forwards every request to `config.upstream`.
+    pub async fn spawn(config: BalancerConfig) -> Result<Balancer> {
+        let listener = bind_loopback().await?;
+        let addr = listener
+            .local_addr()
+            .context("reading the balancer's address")?;
+        let shared = Arc::new(Shared {
+            config,
+            pool: Mutex::new(Vec::new()),
+            counters: Counters::default(),
+        });
+        let for_connections = Arc::clone(&shared);
+        let task = spawn_accept_loop(listener, move |stream| {
+            serve_downstream(Arc::clone(&for_connections), stream)
+        });
+        Ok(Balancer {
+            addr,
+            shared,
+            _task: task,
+        })
+    }
+
+    pub fn stats(&self) -> BalancerStats {
+        let counters = &self.shared.counters;
+        let load = |counter: &AtomicU64| counter.load(Ordering::SeqCst);
+        BalancerStats {
+            requests: load(&counters.requests),
+            upstream_connects: load(&counters.upstream_connects),
+            reused: load(&counters.reused),
+            dropped_seen_closed: load(&counters.dropped_seen_closed),
+            dropped_idle: load(&counters.dropped_idle),
+            bad_gateway: load(&counters.bad_gateway),
+            bad_gateway_on_reused: load(&counters.bad_gateway_on_reused),
+            gateway_timeout: load(&counters.gateway_timeout),
+        }
+    }
+}
+
+/// One client connection: requests in, responses out, until the client
+/// closes or asks to.
+async fn serve_downstream(shared: Arc<Shared>, stream: TcpStream) {
+    let mut downstream = Wire::new(stream);
+    loop {
+        let request = match downstream.read_request().await {
+            Ok(Some(request)) => request,
+            Ok(None) | Err(_) => return,
+        };
+        shared.counters.requests.fetch_add(1, Ordering::SeqCst);
+        let response = match forward(&shared, &request).await {
+            Ok(response) => encode_response(&response, request.close),
+            Err(failure) => {
+                let (status, reason) = match failure {
+                    Failure::Timeout => {
+                        shared
+                            .counters
+                            .gateway_timeout
+                            .fetch_add(1, Ordering::SeqCst);
+                        (504, "upstream timed out".to_string())
+                    }
+                    Failure::Upstream { error, reused } => {
+                        shared.counters.bad_gateway.fetch_add(1, Ordering::SeqCst);
+                        if reused {
+                            shared
+                                .counters
+                                .bad_gateway_on_reused
+                                .fetch_add(1, Ordering::SeqCst);
+                        }
+                        (502, format!("{error:#}"))
+                    }
+                };
+                encode_error(status, &reason, request.close)
+            }
+        };
+        if downstream.send(&response).await.is_err() || request.close {
+            return;
+        }
+    }
+}
+
+enum Failure {
+    Timeout,
+    Upstream { error: anyhow::Error, reused: bool },
+}
+
+// ANCHOR: checkout
+/// Takes the most recently used idle connection that is still worth using,
+/// closing the ones that are not: too long idle by the balancer's own clock,
+/// or already closed by the upstream (a FIN that has arrived shows up as a
+/// readable socket with nothing to read). A FIN still on the wire cannot be
+/// seen; that is the race.
+fn checkout(shared: &Shared) -> Option<Pooled> {
+    let mut pool = shared.pool.lock().expect("pool lock poisoned");
+    let idle_timeout = shared.config.idle_timeout;
+    let before = pool.len();
+    pool.retain(|pooled| pooled.idle_since.elapsed() < idle_timeout);
+    let expired = before - pool.len();
+    shared
+        .counters
+        .dropped_idle
+        .fetch_add(expired as u64, Ordering::SeqCst);
+    while let Some(pooled) = pool.pop() {
+        if pooled.wire.buffered() == 0 && !peer_has_closed(&pooled.wire.stream) {
+            return Some(pooled);
+        }
+        shared
+            .counters
+            .dropped_seen_closed
+            .fetch_add(1, Ordering::SeqCst);
+    }
+    None
+}
+// ANCHOR_END: checkout
+
+/// True when the peer's FIN (or RST, or unexpected bytes) has arrived: a
+/// non-blocking peek returns 0 (EOF), an error, or data, rather than
+/// "would block". This is the check nginx and Envoy make on idle upstream
+/// connections.
+fn peer_has_closed(stream: &TcpStream) -> bool {
+    let mut byte = 0u8;
+    // SAFETY: `recv` writes at most one byte into `byte`, which outlives the
+    // call; the descriptor belongs to `stream`, which is borrowed for it.
+    let peeked = unsafe {
+        libc::recv(
+            stream.as_raw_fd(),
+            (&mut byte as *mut u8).cast(),
+            1,
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        )
+    };
+    if peeked < 0 {
+        let error = std::io::Error::last_os_error();
+        return error.kind() != std::io::ErrorKind::WouldBlock;
+    }
+    true
+}
+
+/// Sends one request upstream on a pooled or a new connection and reads the
+/// response. No retry: a request that may have reached the backend is not
+/// resent, which is what ALB does and why its 502 reaches the client.
+async fn forward(shared: &Shared, request: &Request) -> Result<Response, Failure> {
+    let config = &shared.config;
+    let (mut wire, reused) = match checkout(shared) {
+        Some(pooled) => {
+            shared.counters.reused.fetch_add(1, Ordering::SeqCst);
+            (pooled.wire, true)
+        }
+        None => {
+            let wire = Wire::connect(config.upstream, config.connect_timeout)
+                .await
+                .map_err(|error| Failure::Upstream {
+                    error: anyhow::Error::new(error).context("connecting upstream"),
+                    reused: false,
+                })?;
+            shared
+                .counters
+                .upstream_connects
+                .fetch_add(1, Ordering::SeqCst);
+            (wire, false)
+        }
+    };
+    let exchange = async {
+        wire.send(&encode_request(request)).await?;
+        wire.read_response(&request.method).await
+    };
+    let response = match tokio::time::timeout(config.response_timeout, exchange).await {
+        Err(_) => return Err(Failure::Timeout),
+        Ok(Err(error)) => {
+            let error = anyhow::Error::new(error).context(if reused {
+                "upstream failed on a reused connection"
+            } else {
+                "upstream failed on a new connection"
+            });
+            return Err(Failure::Upstream { error, reused });
+        }
+        Ok(Ok(response)) => response,
+    };
+    if !response.close {
+        let mut pool = shared.pool.lock().expect("pool lock poisoned");
+        pool.push(Pooled {
+            wire,
+            idle_since: Instant::now(),
+        });
+    }
+    Ok(response)
+}
+
+/// Hop-by-hop headers: they describe one connection and are not forwarded.
+fn hop_by_hop(name: &str) -> bool {
+    [
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "content-length",
+    ]
+    .iter()
+    .any(|hop| name.eq_ignore_ascii_case(hop))
+}
+
+fn encode_request(request: &Request) -> Vec<u8> {
+    let mut head = format!("{} {} HTTP/1.1\r\n", request.method, request.target);
+    for (name, value) in request.headers.iter().filter(|(name, _)| !hop_by_hop(name)) {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    if !request.body.is_empty() || request.method == "POST" || request.method == "PUT" {
+        head.push_str(&format!("Content-Length: {}\r\n", request.body.len()));
+    }
+    head.push_str("\r\n");
+    let mut bytes = head.into_bytes();
+    bytes.extend_from_slice(&request.body);
+    bytes
+}
+
+fn encode_response(response: &Response, close: bool) -> Vec<u8> {
+    let mut head = format!("HTTP/1.1 {} {}\r\n", response.status, reason(response.status));
+    for (name, value) in response
+        .headers
+        .iter()
+        .filter(|(name, _)| !hop_by_hop(name))
+    {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head.push_str(&format!("Content-Length: {}\r\n", response.body.len()));
+    if close {
+        head.push_str("Connection: close\r\n");
+    }
+    head.push_str("\r\n");
+    let mut bytes = head.into_bytes();
+    bytes.extend_from_slice(&response.body);
+    bytes
+}
+
+fn encode_error(status: u16, detail: &str, close: bool) -> Vec<u8> {
+    let body = format!("{status} {}: {detail}\n", reason(status));
+    let connection = if close { "Connection: close\r\n" } else { "" };
+    format!(
+        "HTTP/1.1 {status} {}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n{connection}\r\n{body}",
+        reason(status),
+        body.len()
+    )
+    .into_bytes()
+}
+
+fn reason(status: u16) -> &'static str {
+    http::StatusCode::from_u16(status)
+        .ok()
+        .and_then(|code| code.canonical_reason())
+        .unwrap_or("Unknown")
+}

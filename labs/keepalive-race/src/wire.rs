@@ -1,0 +1,432 @@
+//! Just enough HTTP/1.1 on a raw TCP socket for this lab: read a request or a
+//! response head with `httparse`, read a body framed by `Content-Length` or
+//! chunked encoding, and tell apart the three ways a keep-alive connection can
+//! fail under a client: an orderly close (EOF), a reset, or garbage.
+//!
+//! The lab needs this rather than hyper's client because it has to see exactly
+//! what happened on the socket: hyper would hide a reused-connection failure
+//! behind a retry or an error message.
+
+use std::{fmt, io, time::Duration};
+
+use tokio::{
+    io::{AsyncReadExt, AsyncWriteExt},
+    net::TcpStream,
+};
+
+/// The largest head this lab accepts; anything bigger is treated as garbage.
+const MAX_HEAD: usize = 64 * 1024;
+/// The largest body this lab reads into memory.
+const MAX_BODY: usize = 8 * 1024 * 1024;
+
+/// How reading from a connection failed.
+#[derive(Debug)]
+pub enum WireError {
+    /// The peer closed its side (EOF) before a complete message; `partial`
+    /// bytes of the message had arrived.
+    Closed { partial: usize },
+    /// The peer reset the connection (ECONNRESET or EPIPE).
+    Reset,
+    /// The bytes are not HTTP/1.x.
+    Garbage(String),
+    /// Any other socket error.
+    Io(io::Error),
+}
+
+impl fmt::Display for WireError {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            WireError::Closed { partial: 0 } => {
+                formatter.write_str("the peer closed the connection before sending anything")
+            }
+            WireError::Closed { partial } => write!(
+                formatter,
+                "the peer closed the connection after {partial} bytes of an incomplete message"
+            ),
+            WireError::Reset => formatter.write_str("the peer reset the connection"),
+            WireError::Garbage(what) => write!(formatter, "not HTTP/1.x: {what}"),
+            WireError::Io(error) => write!(formatter, "socket error: {error}"),
+        }
+    }
+}
+
+impl std::error::Error for WireError {}
+
+impl From<io::Error> for WireError {
+    fn from(error: io::Error) -> WireError {
+        match error.kind() {
+            io::ErrorKind::ConnectionReset
+            | io::ErrorKind::BrokenPipe
+            | io::ErrorKind::ConnectionAborted => WireError::Reset,
+            _ => WireError::Io(error),
+        }
+    }
+}
+
+impl WireError {
+    /// A short name for records: `closed`, `reset`, `garbage` or `io`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            WireError::Closed { .. } => "closed",
+            WireError::Reset => "reset",
+            WireError::Garbage(_) => "garbage",
+            WireError::Io(_) => "io",
+        }
+    }
+}
+
+/// A header name and value, as text.
+pub type Header = (String, String);
+
+/// A parsed response head plus its body.
+#[derive(Debug, Clone)]
+pub struct Response {
+    pub status: u16,
+    pub headers: Vec<Header>,
+    pub body: Vec<u8>,
+    /// The server said `Connection: close`, or the body ran to EOF: the
+    /// connection cannot carry another request.
+    pub close: bool,
+}
+
+impl Response {
+    /// The first header with this name (case-insensitive).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        header(&self.headers, name)
+    }
+}
+
+/// A parsed request head plus its body.
+#[derive(Debug, Clone)]
+pub struct Request {
+    pub method: String,
+    pub target: String,
+    pub headers: Vec<Header>,
+    pub body: Vec<u8>,
+    /// The client said `Connection: close`.
+    pub close: bool,
+}
+
+/// The first header with this name (case-insensitive).
+pub fn header<'a>(headers: &'a [Header], name: &str) -> Option<&'a str> {
+    headers
+        .iter()
+        .find(|(key, _)| key.eq_ignore_ascii_case(name))
+        .map(|(_, value)| value.as_str())
+}
+
+fn has_token(headers: &[Header], name: &str, token: &str) -> bool {
+    headers
+        .iter()
+        .filter(|(key, _)| key.eq_ignore_ascii_case(name))
+        .flat_map(|(_, value)| value.split(','))
+        .any(|item| item.trim().eq_ignore_ascii_case(token))
+}
+
+/// A TCP connection with a read buffer, so bytes that arrive after one
+/// message are kept for the next.
+pub struct Wire {
+    pub stream: TcpStream,
+    buffer: Vec<u8>,
+}
+
+impl Wire {
+    pub fn new(stream: TcpStream) -> Wire {
+        Wire {
+            stream,
+            buffer: Vec::with_capacity(4096),
+        }
+    }
+
+    /// Connects to `addr`, failing after `limit`.
+    pub async fn connect(addr: std::net::SocketAddr, limit: Duration) -> io::Result<Wire> {
+        let stream = tokio::time::timeout(limit, TcpStream::connect(addr))
+            .await
+            .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connect timed out"))??;
+        stream.set_nodelay(true)?;
+        Ok(Wire::new(stream))
+    }
+
+    /// Bytes read from the socket but not yet used by a message.
+    pub fn buffered(&self) -> usize {
+        self.buffer.len()
+    }
+
+    /// Throws away buffered bytes.
+    pub fn clear(&mut self) {
+        self.buffer.clear();
+    }
+
+    pub async fn send(&mut self, bytes: &[u8]) -> Result<(), WireError> {
+        self.stream.write_all(bytes).await?;
+        Ok(())
+    }
+
+    /// Reads more bytes into the buffer; `Ok(0)` is EOF.
+    async fn fill(&mut self) -> Result<usize, WireError> {
+        let mut chunk = [0u8; 8192];
+        let count = self.stream.read(&mut chunk).await?;
+        self.buffer.extend_from_slice(&chunk[..count]);
+        Ok(count)
+    }
+
+    /// Waits until the peer closes (`Ok(None)`), resets (`Err`), or sends
+    /// bytes (`Ok(Some(count))`). The bytes stay in the buffer.
+    pub async fn wait_for_activity(&mut self) -> Result<Option<usize>, WireError> {
+        if !self.buffer.is_empty() {
+            return Ok(Some(self.buffer.len()));
+        }
+        match self.fill().await? {
+            0 => Ok(None),
+            count => Ok(Some(count)),
+        }
+    }
+
+    /// Reads a complete response to a request with method `method`.
+    pub async fn read_response(&mut self, method: &str) -> Result<Response, WireError> {
+        loop {
+            let mut header_slots = [httparse::EMPTY_HEADER; 64];
+            let mut parsed = httparse::Response::new(&mut header_slots);
+            match parsed.parse(&self.buffer) {
+                Ok(httparse::Status::Complete(head_len)) => {
+                    let status = parsed.code.unwrap_or(0);
+                    let headers = owned_headers(parsed.headers);
+                    self.buffer.drain(..head_len);
+                    // 1xx interim responses carry no body; skip to the final one.
+                    if (100..200).contains(&status) && status != 101 {
+                        continue;
+                    }
+                    let no_body = method.eq_ignore_ascii_case("HEAD")
+                        || status == 204
+                        || status == 304
+                        || (100..200).contains(&status);
+                    let mut close = has_token(&headers, "connection", "close");
+                    let body = if no_body {
+                        Vec::new()
+                    } else if has_token(&headers, "transfer-encoding", "chunked") {
+                        self.read_chunked().await?
+                    } else if let Some(length) = content_length(&headers)? {
+                        self.read_exact_body(length).await?
+                    } else {
+                        // No framing: the body runs until the server closes.
+                        close = true;
+                        self.read_to_eof().await?
+                    };
+                    return Ok(Response {
+                        status,
+                        headers,
+                        body,
+                        close,
+                    });
+                }
+                Ok(httparse::Status::Partial) => {}
+                Err(error) => return Err(garbage(&self.buffer, error)),
+            }
+            if self.buffer.len() > MAX_HEAD {
+                return Err(WireError::Garbage("a response head over 64 KiB".into()));
+            }
+            if self.fill().await? == 0 {
+                return Err(WireError::Closed {
+                    partial: self.buffer.len(),
+                });
+            }
+        }
+    }
+
+    /// Reads a complete request; `Ok(None)` when the client closed cleanly
+    /// between requests.
+    pub async fn read_request(&mut self) -> Result<Option<Request>, WireError> {
+        loop {
+            let mut header_slots = [httparse::EMPTY_HEADER; 64];
+            let mut parsed = httparse::Request::new(&mut header_slots);
+            match parsed.parse(&self.buffer) {
+                Ok(httparse::Status::Complete(head_len)) => {
+                    let method = parsed.method.unwrap_or("GET").to_string();
+                    let target = parsed.path.unwrap_or("/").to_string();
+                    let headers = owned_headers(parsed.headers);
+                    self.buffer.drain(..head_len);
+                    if has_token(&headers, "transfer-encoding", "chunked") {
+                        return Err(WireError::Garbage(
+                            "chunked request bodies are not supported by this lab".into(),
+                        ));
+                    }
+                    let body = match content_length(&headers)? {
+                        Some(length) => self.read_exact_body(length).await?,
+                        None => Vec::new(),
+                    };
+                    let close = has_token(&headers, "connection", "close");
+                    return Ok(Some(Request {
+                        method,
+                        target,
+                        headers,
+                        body,
+                        close,
+                    }));
+                }
+                Ok(httparse::Status::Partial) => {}
+                Err(error) => return Err(garbage(&self.buffer, error)),
+            }
+            if self.buffer.len() > MAX_HEAD {
+                return Err(WireError::Garbage("a request head over 64 KiB".into()));
+            }
+            if self.fill().await? == 0 {
+                return if self.buffer.is_empty() {
+                    Ok(None)
+                } else {
+                    Err(WireError::Closed {
+                        partial: self.buffer.len(),
+                    })
+                };
+            }
+        }
+    }
+
+    async fn read_exact_body(&mut self, length: usize) -> Result<Vec<u8>, WireError> {
+        if length > MAX_BODY {
+            return Err(WireError::Garbage(format!(
+                "a body of {length} bytes is over this lab's limit"
+            )));
+        }
+        while self.buffer.len() < length {
+            if self.fill().await? == 0 {
+                return Err(WireError::Closed {
+                    partial: self.buffer.len(),
+                });
+            }
+        }
+        Ok(self.buffer.drain(..length).collect())
+    }
+
+    async fn read_to_eof(&mut self) -> Result<Vec<u8>, WireError> {
+        while self.fill().await? > 0 {
+            if self.buffer.len() > MAX_BODY {
+                return Err(WireError::Garbage("an unframed body over the limit".into()));
+            }
+        }
+        Ok(std::mem::take(&mut self.buffer))
+    }
+
+    async fn read_line(&mut self) -> Result<String, WireError> {
+        loop {
+            if let Some(end) = self.buffer.windows(2).position(|pair| pair == b"\r\n") {
+                let line: Vec<u8> = self.buffer.drain(..end + 2).collect();
+                return Ok(String::from_utf8_lossy(&line[..end]).into_owned());
+            }
+            if self.buffer.len() > MAX_HEAD {
+                return Err(WireError::Garbage("a chunk line over 64 KiB".into()));
+            }
+            if self.fill().await? == 0 {
+                return Err(WireError::Closed {
+                    partial: self.buffer.len(),
+                });
+            }
+        }
+    }
+
+    async fn read_chunked(&mut self) -> Result<Vec<u8>, WireError> {
+        let mut body = Vec::new();
+        loop {
+            let line = self.read_line().await?;
+            let size_text = line.split(';').next().unwrap_or("").trim();
+            let size = usize::from_str_radix(size_text, 16)
+                .map_err(|_| WireError::Garbage(format!("bad chunk size {size_text:?}")))?;
+            if size == 0 {
+                // Trailers, then an empty line.
+                while !self.read_line().await?.is_empty() {}
+                return Ok(body);
+            }
+            if body.len() + size > MAX_BODY {
+                return Err(WireError::Garbage("a chunked body over the limit".into()));
+            }
+            let chunk = self.read_exact_body(size + 2).await?;
+            body.extend_from_slice(&chunk[..size]);
+        }
+    }
+}
+
+fn owned_headers(headers: &[httparse::Header<'_>]) -> Vec<Header> {
+    headers
+        .iter()
+        .map(|item| {
+            (
+                item.name.to_string(),
+                String::from_utf8_lossy(item.value).into_owned(),
+            )
+        })
+        .collect()
+}
+
+fn content_length(headers: &[Header]) -> Result<Option<usize>, WireError> {
+    match header(headers, "content-length") {
+        None => Ok(None),
+        Some(text) => text
+            .trim()
+            .parse()
+            .map(Some)
+            .map_err(|_| WireError::Garbage(format!("bad Content-Length {text:?}"))),
+    }
+}
+
+fn garbage(buffer: &[u8], error: httparse::Error) -> WireError {
+    let preview: String = String::from_utf8_lossy(&buffer[..buffer.len().min(40)])
+        .chars()
+        .map(|letter| if letter.is_control() { '.' } else { letter })
+        .collect();
+    WireError::Garbage(format!("{error} (first bytes: {preview:?})"))
+}
+
+/// A minimal GET request that asks to keep the connection open.
+pub fn get_request(path: &str, host: &str) -> Vec<u8> {
+    format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: lab-keepalive-race\r\n\r\n")
+        .into_bytes()
+}
+
+/// The `timeout=N` of a `Keep-Alive` response header, in seconds.
+pub fn keep_alive_timeout(value: &str) -> Option<f64> {
+    value.split(',').find_map(|item| {
+        let (name, number) = item.split_once('=')?;
+        name.trim()
+            .eq_ignore_ascii_case("timeout")
+            .then(|| number.trim().parse().ok())?
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_keep_alive_hints() {
+        assert_eq!(keep_alive_timeout("timeout=5"), Some(5.0));
+        assert_eq!(keep_alive_timeout("max=100, timeout=65"), Some(65.0));
+        assert_eq!(keep_alive_timeout("max=100"), None);
+    }
+
+    #[tokio::test]
+    async fn reads_chunked_and_length_framed_responses_back_to_back() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            socket
+                .write_all(
+                    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2;x=y\r\nde\r\n0\r\n\r\n\
+                      HTTP/1.1 404 Not Found\r\nContent-Length: 2\r\nConnection: close\r\n\r\nno",
+                )
+                .await
+                .unwrap();
+        });
+        let mut wire = Wire::connect(addr, Duration::from_secs(2)).await.unwrap();
+        let first = wire.read_response("GET").await.unwrap();
+        assert_eq!((first.status, first.body.as_slice()), (200, &b"abcde"[..]));
+        assert!(!first.close);
+        let second = wire.read_response("GET").await.unwrap();
+        assert_eq!((second.status, second.body.as_slice()), (404, &b"no"[..]));
+        assert!(second.close);
+        server.await.unwrap();
+        assert!(matches!(
+            wire.read_response("GET").await,
+            Err(WireError::Closed { partial: 0 })
+        ));
+    }
+}
