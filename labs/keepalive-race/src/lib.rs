@@ -317,11 +317,11 @@ pub async fn who_closes_first(config: &Config, out: &mut Output) -> Result<()> {
             },
         )?;
         eprintln!(
-            "keepalive-race: {name} closed an idle connection after {}",
+            "keepalive-race: {name} closed an idle connection: {}",
             close
                 .closed_after_ms
-                .map(|millis| format!("{millis:.0} ms"))
-                .unwrap_or_else(|| "never (within the window)".into())
+                .map(|millis| format!("after {millis:.0} ms"))
+                .unwrap_or_else(|| "not within the window".into())
         );
     }
     Ok(())

@@ -221,10 +221,10 @@ pub fn parse_args(arguments: &[String]) -> Result<ProbeArgs> {
                 window = Duration::from_secs_f64(seconds);
             }
             "--allow-remote" => allow_remote = true,
-            other => bail!("unknown probe argument {other:?}\n{PROBE_USAGE}"),
+            other => bail!("unknown probe argument {other:?} (see probe --help)"),
         }
     }
-    let target = target.with_context(|| format!("--target is required\n{PROBE_USAGE}"))?;
+    let target = target.context("--target HOST:PORT is required (see probe --help)")?;
     if !path.starts_with('/') {
         bail!("--path must start with '/'");
     }
@@ -237,26 +237,43 @@ pub fn parse_args(arguments: &[String]) -> Result<ProbeArgs> {
 }
 
 /// Resolves `HOST:PORT` and refuses anything that is not loopback unless
-/// `allow_remote`.
+/// `allow_remote`. Without it, only IP literals and `localhost` are looked
+/// at, so not even a DNS query leaves the machine.
 pub async fn resolve_target(target: &str, allow_remote: bool) -> Result<SocketAddr> {
-    let addresses: Vec<SocketAddr> = tokio::time::timeout(
-        Duration::from_secs(5),
-        tokio::net::lookup_host(target),
-    )
-    .await
-    .with_context(|| format!("resolving {target:?} took over 5 s"))?
-    .with_context(|| format!("resolving {target:?} (expected HOST:PORT)"))?
-    .collect();
-    let first = *addresses
-        .first()
-        .with_context(|| format!("{target:?} resolves to no address"))?;
-    if !allow_remote && !addresses.iter().all(|address| address.ip().is_loopback()) {
+    if let Ok(literal) = target.parse::<SocketAddr>() {
+        if !allow_remote && !literal.ip().is_loopback() {
+            bail!(
+                "{target} is not a loopback address; the probe talks to 127.0.0.0/8 and [::1] \
+                 only unless --allow-remote is given"
+            );
+        }
+        return Ok(literal);
+    }
+    let (host, _port) = target
+        .rsplit_once(':')
+        .with_context(|| format!("{target:?} is not HOST:PORT"))?;
+    if !allow_remote && !host.eq_ignore_ascii_case("localhost") {
         bail!(
-            "{target} is not a loopback address; the probe talks to 127.0.0.0/8 and [::1] only \
-             unless --allow-remote is given"
+            "{target} is not a loopback address; give 127.0.0.1:PORT, [::1]:PORT or \
+             localhost:PORT, or --allow-remote"
         );
     }
-    Ok(first)
+    let addresses: Vec<SocketAddr> =
+        tokio::time::timeout(Duration::from_secs(5), tokio::net::lookup_host(target))
+            .await
+            .with_context(|| format!("resolving {target:?} took over 5 s"))?
+            .with_context(|| format!("resolving {target:?}"))?
+            .collect();
+    if !allow_remote && !addresses.iter().all(|address| address.ip().is_loopback()) {
+        bail!("{target} resolves to a non-loopback address; use --allow-remote");
+    }
+    // Prefer IPv4, as most servers in a lab listen on 127.0.0.1 only.
+    addresses
+        .iter()
+        .find(|address| address.is_ipv4())
+        .or(addresses.first())
+        .copied()
+        .with_context(|| format!("{target:?} resolves to no address"))
 }
 
 /// The whole subcommand: parse, resolve, probe, print the verdict.
@@ -312,5 +329,8 @@ mod tests {
         assert!(format!("{refused:#}").contains("not a loopback"), "{refused:#}");
         assert!(resolve_target("192.0.2.1:80", true).await.is_ok());
         assert!(resolve_target("no-port", false).await.is_err());
+        let named = resolve_target("example.invalid:80", false).await.unwrap_err();
+        assert!(format!("{named:#}").contains("not a loopback"), "{named:#}");
+        assert!(resolve_target("localhost:9", false).await.unwrap().ip().is_loopback());
     }
 }
