@@ -21,7 +21,9 @@ pub enum ServerKind {
     AxumServe,
     /// hyper's HTTP/1 server with `TokioTimer`. `None` keeps hyper's own
     /// default header read timeout (30 s in hyper 1.x); `Some` sets it.
-    HyperTimer { header_read_timeout: Option<Duration> },
+    HyperTimer {
+        header_read_timeout: Option<Duration>,
+    },
     /// hyper with a timer plus tower-http's body timeout and handler deadline.
     Hardened(Hardening),
 }

@@ -100,7 +100,9 @@ impl LinkDelay {
     /// Listens on 127.0.0.1:0; every connection to it is relayed to `upstream`.
     pub async fn spawn(upstream: SocketAddr, one_way: Duration) -> Result<LinkDelay> {
         let listener = bind_loopback().await?;
-        let addr = listener.local_addr().context("reading the shim's address")?;
+        let addr = listener
+            .local_addr()
+            .context("reading the shim's address")?;
         let task = spawn_accept_loop(listener, move |downstream| async move {
             let Ok(upstream) = TcpStream::connect(upstream).await else {
                 return;
@@ -440,7 +442,11 @@ fn encode_request(request: &Request) -> Vec<u8> {
 }
 
 fn encode_response(response: &Response, close: bool) -> Vec<u8> {
-    let mut head = format!("HTTP/1.1 {} {}\r\n", response.status, reason(response.status));
+    let mut head = format!(
+        "HTTP/1.1 {} {}\r\n",
+        response.status,
+        reason(response.status)
+    );
     for (name, value) in response
         .headers
         .iter()

@@ -74,6 +74,8 @@ pub struct Config {
     /// Rates up to this one (per lab second) count as "night": connections
     /// sit idle for about the backend's idle timeout between requests.
     pub night_rate_limit: f64,
+    /// How many independent stacks run each night rate at once.
+    pub night_copies: usize,
 }
 
 impl Config {
@@ -87,8 +89,11 @@ impl Config {
         // close. With Poisson traffic at rate r and a backend idle timeout I,
         // a gap lands in that window with probability about
         // exp(-r*I) * (1 - exp(-2*d*r)). In quick mode (I = 0.6 s, 7 s per
-        // rate) the rates up to 8/s expect about 9 such gaps in total, so the
-        // chance of seeing no 502 at all is about exp(-9), 1 in 8,000.
+        // rate, three copies of each rate up to 8/s) those rates expect about
+        // 27 such gaps in total, so the chance of seeing no 502 at all is
+        // about exp(-27): never, in practice. (A reference run saw 25 with
+        // one copy, more than this estimate: a pool with several connections
+        // loses some of its spare ones too.)
         //
         // The "above" backend must never lose one: the balancer stops using a
         // connection after 60 s idle (1.2 s here), and the backend closes it
@@ -111,6 +116,7 @@ impl Config {
                 rates_per_s: QUICK_RATES.to_vec(),
                 traffic_s: 7.0,
                 night_rate_limit: 8.0,
+                night_copies: 3,
             },
             // Ten times slower than quick: every timeout five times longer in
             // lab seconds, the link delay with it, rates five times lower.
@@ -131,6 +137,7 @@ impl Config {
                     rates_per_s: rates,
                     traffic_s: 60.0,
                     night_rate_limit: 8.0 / 5.0,
+                    night_copies: 3,
                 }
             }
         }
@@ -268,7 +275,11 @@ pub struct Watched {
 pub async fn who_closes_first(config: &Config, out: &mut Output) -> Result<()> {
     let idle = config.lab(config.backend_below_idle_s);
     let servers = [
-        ("hyper-timer", config.hyper_below(), config.backend_below_idle_s),
+        (
+            "hyper-timer",
+            config.hyper_below(),
+            config.backend_below_idle_s,
+        ),
         ("axum-serve", ServerKind::AxumServe, 0.0),
     ];
     for (name, kind, configured_s) in servers {
@@ -328,9 +339,9 @@ pub async fn who_closes_first(config: &Config, out: &mut Output) -> Result<()> {
 }
 
 /// Runs futures concurrently and returns their outputs in order.
-async fn futures_join_all<F: std::future::Future>(items: impl Iterator<Item = F>) -> Vec<F::Output>
+async fn futures_join_all<F>(items: impl Iterator<Item = F>) -> Vec<F::Output>
 where
-    F: Send + 'static,
+    F: std::future::Future + Send + 'static,
     F::Output: Send + 'static,
 {
     let handles: Vec<_> = items.map(tokio::spawn).collect();
@@ -479,7 +490,11 @@ pub async fn server_defaults(config: &Config, out: &mut Output) -> Result<()> {
     let hardening = config.hardening();
     let servers = [
         ("axum-serve", ServerKind::AxumServe, 0.0),
-        ("hyper-timer", config.hyper_below(), config.backend_below_idle_s),
+        (
+            "hyper-timer",
+            config.hyper_below(),
+            config.backend_below_idle_s,
+        ),
         (
             "hardened",
             ServerKind::Hardened(hardening),
@@ -564,6 +579,8 @@ pub struct RatePoint {
     pub bad_gateway_on_reused: u64,
     pub dropped_seen_closed: u64,
     pub dropped_idle: u64,
+    /// Independent stacks that ran this rate at once (counts are summed).
+    pub copies: u64,
 }
 
 // ANCHOR: stack
@@ -630,7 +647,10 @@ async fn one_request(balancer: SocketAddr) -> Option<u16> {
         wire.send(b"GET / HTTP/1.1\r\nHost: lab\r\nConnection: close\r\n\r\n")
             .await
             .ok()?;
-        wire.read_response("GET").await.ok().map(|response| response.status)
+        wire.read_response("GET")
+            .await
+            .ok()
+            .map(|response| response.status)
     };
     tokio::time::timeout(Duration::from_secs(8), exchange)
         .await
@@ -669,15 +689,12 @@ pub async fn run_rate(config: &Config, case: Case, rate: f64, seed: u64) -> Resu
         ok,
         bad_gateway,
         other_errors,
-        bad_gateway_pct: if total == 0 {
-            0.0
-        } else {
-            bad_gateway as f64 * 100.0 / total as f64
-        },
+        bad_gateway_pct: percent(bad_gateway, total),
         upstream_connects: stats.upstream_connects,
         bad_gateway_on_reused: stats.bad_gateway_on_reused,
         dropped_seen_closed: stats.dropped_seen_closed,
         dropped_idle: stats.dropped_idle,
+        copies: 1,
     })
 }
 
@@ -704,24 +721,73 @@ pub async fn day_and_night(config: &Config) -> Result<Vec<(Case, Vec<RatePoint>)
     let mut jobs = Vec::new();
     for case in [Case::BackendBelow, Case::BackendAbove] {
         for (index, &rate) in config.rates_per_s.iter().enumerate() {
-            let config = config.clone();
-            let seed = seed_base ^ ((index as u64 + 1) << 32) ^ (case as u64);
-            jobs.push(async move { (case, run_rate(&config, case, rate, seed).await) });
+            // A night rate sends few requests in a few seconds; independent
+            // copies of the stack give it enough to read a share from.
+            let copies = if rate <= config.night_rate_limit {
+                config.night_copies
+            } else {
+                1
+            };
+            for copy in 0..copies {
+                let config = config.clone();
+                let seed = seed_base
+                    ^ ((index as u64 + 1) << 32)
+                    ^ ((copy as u64 + 1) << 48)
+                    ^ (case as u64);
+                jobs.push(async move { (case, index, run_rate(&config, case, rate, seed).await) });
+            }
         }
     }
-    let mut by_case: Vec<(Case, Vec<RatePoint>)> = vec![
-        (Case::BackendBelow, Vec::new()),
-        (Case::BackendAbove, Vec::new()),
+    let mut by_case: Vec<(Case, Vec<Option<RatePoint>>)> = vec![
+        (Case::BackendBelow, vec![None; config.rates_per_s.len()]),
+        (Case::BackendAbove, vec![None; config.rates_per_s.len()]),
     ];
-    for (case, point) in futures_join_all(jobs.into_iter()).await {
-        let point = point.with_context(|| format!("{}", case.series()))?;
+    for (case, index, point) in futures_join_all(jobs.into_iter()).await {
+        let point = point.with_context(|| case.series().to_string())?;
         let slot = by_case
             .iter_mut()
             .find(|(slot_case, _)| *slot_case == case)
             .expect("every case has a slot");
-        slot.1.push(point);
+        let merged = match slot.1[index].take() {
+            Some(earlier) => earlier.merge(&point),
+            None => point,
+        };
+        slot.1[index] = Some(merged);
     }
-    Ok(by_case)
+    Ok(by_case
+        .into_iter()
+        .map(|(case, points)| (case, points.into_iter().flatten().collect()))
+        .collect())
+}
+
+impl RatePoint {
+    /// Two runs at the same rate, counted together.
+    fn merge(&self, other: &RatePoint) -> RatePoint {
+        let requests = self.requests + other.requests;
+        let bad_gateway = self.bad_gateway + other.bad_gateway;
+        RatePoint {
+            rate_per_s: self.rate_per_s,
+            rate_per_min_production: self.rate_per_min_production,
+            requests,
+            ok: self.ok + other.ok,
+            bad_gateway,
+            other_errors: self.other_errors + other.other_errors,
+            bad_gateway_pct: percent(bad_gateway, requests),
+            upstream_connects: self.upstream_connects + other.upstream_connects,
+            bad_gateway_on_reused: self.bad_gateway_on_reused + other.bad_gateway_on_reused,
+            dropped_seen_closed: self.dropped_seen_closed + other.dropped_seen_closed,
+            dropped_idle: self.dropped_idle + other.dropped_idle,
+            copies: self.copies + other.copies,
+        }
+    }
+}
+
+fn percent(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        part as f64 * 100.0 / whole as f64
+    }
 }
 
 /// Sums one case's points.

@@ -157,13 +157,13 @@ pub fn verdict(config: &ProbeConfig, report: &ProbeReport) -> String {
                     "closed"
                 },
             );
-            if let Some(hint) = report.advertised_s {
-                if (hint - seconds).abs() > 0.5 {
-                    text.push_str(&format!(
-                        "\nNote: the advertised {hint} s and the measured {seconds:.2} s differ; \
-                         balancers ignore the hint, so the measured value is the one that counts."
-                    ));
-                }
+            if let Some(hint) = report.advertised_s
+                && (hint - seconds).abs() > 0.5
+            {
+                text.push_str(&format!(
+                    "\nNote: the advertised {hint} s and the measured {seconds:.2} s differ; \
+                     balancers ignore the hint, so the measured value is the one that counts."
+                ));
             }
             text
         }
@@ -278,7 +278,10 @@ pub async fn resolve_target(target: &str, allow_remote: bool) -> Result<SocketAd
 
 /// The whole subcommand: parse, resolve, probe, print the verdict.
 pub async fn run_probe(arguments: &[String]) -> Result<()> {
-    if arguments.iter().any(|item| item == "-h" || item == "--help") {
+    if arguments
+        .iter()
+        .any(|item| item == "-h" || item == "--help")
+    {
         println!("{PROBE_USAGE}");
         return Ok(());
     }
@@ -326,11 +329,22 @@ mod tests {
         assert!(resolve_target("127.0.0.1:9", false).await.is_ok());
         assert!(resolve_target("[::1]:9", false).await.is_ok());
         let refused = resolve_target("192.0.2.1:80", false).await.unwrap_err();
-        assert!(format!("{refused:#}").contains("not a loopback"), "{refused:#}");
+        assert!(
+            format!("{refused:#}").contains("not a loopback"),
+            "{refused:#}"
+        );
         assert!(resolve_target("192.0.2.1:80", true).await.is_ok());
         assert!(resolve_target("no-port", false).await.is_err());
-        let named = resolve_target("example.invalid:80", false).await.unwrap_err();
+        let named = resolve_target("example.invalid:80", false)
+            .await
+            .unwrap_err();
         assert!(format!("{named:#}").contains("not a loopback"), "{named:#}");
-        assert!(resolve_target("localhost:9", false).await.unwrap().ip().is_loopback());
+        assert!(
+            resolve_target("localhost:9", false)
+                .await
+                .unwrap()
+                .ip()
+                .is_loopback()
+        );
     }
 }
