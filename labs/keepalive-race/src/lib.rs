@@ -76,6 +76,11 @@ pub struct Config {
     pub night_rate_limit: f64,
     /// How many independent stacks run each night rate at once.
     pub night_copies: usize,
+    /// Full mode only (0: skip): watch an idle connection to hyper with its
+    /// *unconfigured* default, in real time, for this many seconds, so that
+    /// one row of the data checks the 30 s default itself, not a compressed
+    /// copy of it.
+    pub real_default_window_s: f64,
 }
 
 impl Config {
@@ -117,6 +122,7 @@ impl Config {
                 traffic_s: 7.0,
                 night_rate_limit: 8.0,
                 night_copies: 3,
+                real_default_window_s: 0.0,
             },
             // Ten times slower than quick: every timeout five times longer in
             // lab seconds, the link delay with it, rates five times lower.
@@ -138,6 +144,7 @@ impl Config {
                     traffic_s: 60.0,
                     night_rate_limit: 8.0 / 5.0,
                     night_copies: 3,
+                    real_default_window_s: 40.0,
                 }
             }
         }
@@ -945,6 +952,18 @@ pub async fn run(mode: Mode, config: &Config, out: &mut Output) -> Result<()> {
         config.time_scale,
         config.lab(60.0)
     );
+    // Full mode: hyper's real default, uncompressed, watched in the
+    // background while everything else runs.
+    let real_default = (config.real_default_window_s > 0.0).then(|| {
+        let window = Duration::from_secs_f64(config.real_default_window_s);
+        tokio::spawn(async move {
+            let backend = Backend::spawn(ServerKind::HyperTimer {
+                header_read_timeout: None,
+            })
+            .await?;
+            watch(backend.addr, Scenario::Idle, window).await
+        })
+    });
     // Parts 1 and 2 only wait on timers: they run side by side, each writing
     // into its own buffer, then the records go out in a fixed order.
     let mut first = Output::collect();
@@ -980,6 +999,30 @@ pub async fn run(mode: Mode, config: &Config, out: &mut Output) -> Result<()> {
         out.summary_of(case.series(), &totals)?;
     }
     copy_records(&fourth, out)?;
+    if let Some(task) = real_default {
+        let watched = task
+            .await
+            .context("the real-time default check panicked")?
+            .context("hyper's default idle timeout, in real time")?;
+        let window_ms = config.real_default_window_s * 1000.0;
+        let after_ms = watched.first_action_ms().unwrap_or(window_ms);
+        // Real time: production seconds are lab seconds in this row.
+        out.summary_of(
+            "hyper-default-real-time/idle",
+            &Watched {
+                server: "hyper-default-real-time".into(),
+                scenario: "idle".into(),
+                verdict: watched.verdict(),
+                after_ms,
+                at_production_s: after_ms / 1000.0,
+                still_open: watched.closed.is_none(),
+                closed_at_production_s: watched.closed.map_or(window_ms, |(_, at)| at) / 1000.0,
+                window_ms,
+                configured_s: 0.0,
+                advertised: watched.advertised.unwrap_or_else(|| "none".into()),
+            },
+        )?;
+    }
     Ok(())
 }
 
