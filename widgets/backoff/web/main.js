@@ -1,0 +1,168 @@
+// The backoff widget: controls for clients, base, cap and strategy; the
+// contention simulation (Rust, compiled to wasm) reruns on every input and the
+// chart of calls over time is redrawn. Plain DOM and canvas, no network.
+import init, { simulate, compare, strategy_names } from './widget_backoff.js';
+
+const BUCKETS = 120;
+// Indices into the Float64Array that `simulate` returns (see src/lib.rs).
+const CALLS = 0, FAILURES = 1, COMPLETION_MS = 2, SPAN_MS = 3, TRUNCATED = 4, HEADER_LEN = 5;
+
+const state = window.__backoffWidget = {
+  ready: false,
+  redraws: 0,
+  lastRedrawMs: NaN,
+  redrawTimesMs: [],
+};
+
+function element(tag, attributes = {}, children = []) {
+  const node = document.createElement(tag);
+  for (const [name, value] of Object.entries(attributes)) node.setAttribute(name, value);
+  for (const child of children) node.append(child);
+  return node;
+}
+
+function slider(name, label, min, max, step, value, unit) {
+  const input = element('input', { type: 'range', name, min, max, step, value, 'aria-label': label });
+  const shown = element('output', { for: name });
+  const update = () => { shown.textContent = `${input.value}${unit}`; };
+  update();
+  input.addEventListener('input', update);
+  return { input, row: element('label', { class: 'backoff-control' }, [`${label} `, input, ' ', shown]) };
+}
+
+// Colours follow the mdBook theme: read the page's own CSS variables.
+function themeColours(root) {
+  const style = getComputedStyle(root);
+  const read = (name, fallback) => (style.getPropertyValue(name) || '').trim() || fallback;
+  return {
+    fg: read('--fg', '#333'),
+    bg: read('--bg', '#fff'),
+    grid: read('--table-border-color', '#ccc'),
+    bar: read('--links', '#4183c4'),
+  };
+}
+
+function draw(canvas, flat, strategyName, colours) {
+  const context = canvas.getContext('2d');
+  const ratio = window.devicePixelRatio || 1;
+  const width = canvas.clientWidth || 640;
+  const height = canvas.clientHeight || 260;
+  if (canvas.width !== Math.round(width * ratio)) canvas.width = Math.round(width * ratio);
+  if (canvas.height !== Math.round(height * ratio)) canvas.height = Math.round(height * ratio);
+  context.setTransform(ratio, 0, 0, ratio, 0, 0);
+  context.fillStyle = colours.bg;
+  context.fillRect(0, 0, width, height);
+
+  const left = 48, right = 12, top = 22, bottom = 34;
+  const plotWidth = width - left - right, plotHeight = height - top - bottom;
+  const counts = flat.subarray(HEADER_LEN);
+  let highest = 1;
+  for (const count of counts) highest = Math.max(highest, count);
+  const span = flat[SPAN_MS];
+
+  context.strokeStyle = colours.grid;
+  context.fillStyle = colours.fg;
+  context.font = '12px sans-serif';
+  context.lineWidth = 1;
+  context.textAlign = 'right';
+  context.textBaseline = 'middle';
+  for (let tick = 0; tick <= 4; tick++) {
+    const y = top + plotHeight - (plotHeight * tick) / 4;
+    context.beginPath();
+    context.moveTo(left, y);
+    context.lineTo(left + plotWidth, y);
+    context.stroke();
+    context.fillText(String(Math.round((highest * tick) / 4)), left - 6, y);
+  }
+  context.textAlign = 'center';
+  context.textBaseline = 'top';
+  for (let tick = 0; tick <= 4; tick++) {
+    const x = left + (plotWidth * tick) / 4;
+    context.fillText(`${Math.round((span * tick) / 4)} ms`, x, top + plotHeight + 6);
+  }
+  context.textAlign = 'left';
+  context.fillText(`calls per ${(span / counts.length).toFixed(1)} ms, ${strategyName}`, left, 4);
+
+  context.fillStyle = colours.bar;
+  const barWidth = plotWidth / counts.length;
+  for (let index = 0; index < counts.length; index++) {
+    const barHeight = (plotHeight * counts[index]) / highest;
+    context.fillRect(left + index * barWidth, top + plotHeight - barHeight, Math.max(barWidth - 0.5, 0.5), barHeight);
+  }
+}
+
+async function main() {
+  const root = document.getElementById('widget-backoff');
+  if (!root) return;
+  await init();
+  const names = strategy_names().split(',');
+
+  const clients = slider('clients', 'Clients', 10, 300, 10, 100, '');
+  const base = slider('base', 'Base', 1, 100, 1, 5, ' ms');
+  const cap = slider('cap', 'Cap', 50, 5000, 50, 2000, ' ms');
+  const strategy = element('select', { name: 'strategy', 'aria-label': 'Strategy' },
+    names.map((name, index) => {
+      const option = element('option', { value: String(index) }, [name]);
+      if (name === 'exponential') option.selected = true;
+      return option;
+    }));
+  const seed = element('input', { type: 'number', name: 'seed', min: 1, max: 1000000, value: 1, 'aria-label': 'Seed' });
+  const canvas = element('canvas', { class: 'backoff-chart', role: 'img', 'aria-label': 'Calls over time' });
+  canvas.style.width = '100%';
+  canvas.style.height = '260px';
+  canvas.style.display = 'block';
+  const totals = element('p', { class: 'backoff-totals', 'aria-live': 'polite' });
+  const table = element('table', { class: 'backoff-compare' });
+
+  root.replaceChildren(
+    element('div', { class: 'backoff-controls' }, [
+      clients.row, base.row, cap.row,
+      element('label', { class: 'backoff-control' }, ['Strategy ', strategy]),
+      element('label', { class: 'backoff-control' }, ['Seed ', seed]),
+    ]),
+    canvas, totals, table,
+  );
+
+  const rerun = (event) => {
+    const params = [Number(clients.input.value), Number(base.input.value), Number(cap.input.value)];
+    const seedValue = Math.max(1, Number(seed.value) | 0);
+    const chosen = Number(strategy.value);
+    const flat = simulate(...params, chosen, seedValue, BUCKETS, 0);
+    draw(canvas, flat, names[chosen], themeColours(root));
+    totals.textContent =
+      `${names[chosen]}: ${flat[CALLS]} calls (${flat[FAILURES]} lost), ` +
+      `every client done after ${Math.round(flat[COMPLETION_MS])} ms` +
+      (flat[TRUNCATED] ? ' (stopped at the call limit)' : '');
+    const everyStrategy = compare(...params, seedValue);
+    const rows = names.map((name, index) => element('tr', {}, [
+      element('td', {}, [name]),
+      element('td', {}, [String(everyStrategy[2 * index])]),
+      element('td', {}, [`${Math.round(everyStrategy[2 * index + 1])} ms`]),
+    ]));
+    table.replaceChildren(
+      element('thead', {}, [element('tr', {}, [
+        element('th', {}, ['strategy']), element('th', {}, ['calls']), element('th', {}, ['all done']),
+      ])]),
+      element('tbody', {}, rows),
+    );
+    // Input event to chart and totals redrawn (the canvas calls are done;
+    // the browser paints them at its next frame).
+    if (event && Number.isFinite(event.timeStamp)) {
+      state.lastRedrawMs = performance.now() - event.timeStamp;
+      state.redrawTimesMs.push(state.lastRedrawMs);
+    }
+    state.redraws += 1;
+  };
+
+  for (const control of [clients.input, base.input, cap.input, seed]) control.addEventListener('input', rerun);
+  strategy.addEventListener('change', rerun);
+  // The theme can change under us (mdBook's theme menu): redraw with its colours.
+  new MutationObserver(() => rerun()).observe(document.documentElement, { attributes: true, attributeFilter: ['class'] });
+  rerun();
+  state.ready = true;
+}
+
+main().catch((error) => {
+  state.error = String(error);
+  console.error('backoff widget:', error);
+});
