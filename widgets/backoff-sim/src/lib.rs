@@ -392,7 +392,10 @@ mod tests {
             assert_eq!(result.calls - result.failures, 50, "{strategy:?}");
             assert_eq!(result.call_times_ms.len() as u64, result.calls);
             assert!(
-                result.call_times_ms.windows(2).all(|pair| pair[0] <= pair[1]),
+                result
+                    .call_times_ms
+                    .windows(2)
+                    .all(|pair| pair[0] <= pair[1]),
                 "calls are recorded in time order"
             );
             assert!(result.completion_ms >= result.call_times_ms[0]);
@@ -420,7 +423,10 @@ mod tests {
         // Without backoff the work grows with the square of the clients:
         // doubling them far more than doubles the calls (4x if exactly N²).
         let none_at_50 = average(&SimConfig::published(50, Strategy::None, 1000), 20).calls;
-        assert!(none > 3.0 * none_at_50, "none {none} at 100, {none_at_50} at 50");
+        assert!(
+            none > 3.0 * none_at_50,
+            "none {none} at 100, {none_at_50} at 50"
+        );
         // Every jittered strategy beats the unjittered ones.
         for jittered in [full, equal, decorrelated] {
             assert!(jittered < exponential, "{jittered} vs {exponential}");
@@ -430,7 +436,10 @@ mod tests {
     #[test]
     fn backoff_windows_follow_their_formulas() {
         let mut rng = SplitMix64::new(9);
-        assert_eq!(backoff_ms(Strategy::None, 3, 5.0, 2000.0, 5.0, &mut rng), 0.0);
+        assert_eq!(
+            backoff_ms(Strategy::None, 3, 5.0, 2000.0, 5.0, &mut rng),
+            0.0
+        );
         assert_eq!(
             backoff_ms(Strategy::Exponential, 3, 5.0, 2000.0, 5.0, &mut rng),
             40.0
@@ -458,8 +467,11 @@ mod tests {
         assert!(draws.iter().all(|draw| (0.0..1.0).contains(draw)));
         let normals: Vec<f64> = (0..50_000).map(|_| rng.standard_normal()).collect();
         let normal_mean = normals.iter().sum::<f64>() / normals.len() as f64;
-        let variance =
-            normals.iter().map(|x| (x - normal_mean).powi(2)).sum::<f64>() / normals.len() as f64;
+        let variance = normals
+            .iter()
+            .map(|x| (x - normal_mean).powi(2))
+            .sum::<f64>()
+            / normals.len() as f64;
         assert!(normal_mean.abs() < 0.03 && (variance - 1.0).abs() < 0.05);
     }
 
@@ -467,11 +479,20 @@ mod tests {
     fn histograms_count_every_call() {
         let result = simulate(&SimConfig::published(40, Strategy::Exponential, 5));
         let per_bucket = result.calls_per_bucket(10.0);
-        assert_eq!(per_bucket.iter().map(|&n| u64::from(n)).sum::<u64>(), result.calls);
+        assert_eq!(
+            per_bucket.iter().map(|&n| u64::from(n)).sum::<u64>(),
+            result.calls
+        );
         let fixed = result.histogram(result.completion_ms, 50);
         assert_eq!(fixed.len(), 50);
-        assert_eq!(fixed.iter().map(|&n| u64::from(n)).sum::<u64>(), result.calls);
-        assert_eq!(Strategy::from_name("full-jitter"), Some(Strategy::FullJitter));
+        assert_eq!(
+            fixed.iter().map(|&n| u64::from(n)).sum::<u64>(),
+            result.calls
+        );
+        assert_eq!(
+            Strategy::from_name("full-jitter"),
+            Some(Strategy::FullJitter)
+        );
         assert_eq!(Strategy::from_index(0), Some(Strategy::None));
         assert_eq!(Strategy::from_index(5), None);
     }

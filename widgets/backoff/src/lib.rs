@@ -100,6 +100,9 @@ mod tests {
         assert_eq!(names[3], "full-jitter");
         let table = compare(100, 5.0, 2000.0, 11);
         assert_eq!(table.len(), 10);
-        assert_eq!(table[6], flat[CALLS], "compare and simulate agree for full jitter");
+        assert_eq!(
+            table[6], flat[CALLS],
+            "compare and simulate agree for full jitter"
+        );
     }
 }

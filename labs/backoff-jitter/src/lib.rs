@@ -1,0 +1,224 @@
+//! Retries, backoff and jitter: the contention simulation swept over client
+//! counts, then a live flaky axum dependency hit by reqwest clients through
+//! several retry policies, the retry libraries people reach for, and retry
+//! amplification through a chain of services.
+//!
+//! The simulation ([`backoff_sim`]) is the same code the chapter's widget runs
+//! in the browser. Everything live runs on 127.0.0.1 with ports the kernel picks.
+
+pub mod chain;
+pub mod flaky;
+pub mod libraries;
+pub mod live;
+pub mod policy;
+
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use backoff_sim::{SimConfig, Strategy, average, simulate};
+use lab_kit::{Meta, Mode, Output, machine::Machine, time::now_rfc3339};
+use serde::Serialize;
+
+/// The lab's slug: its folder, chapter, data file and charts.
+pub const SLUG: &str = "backoff-jitter";
+
+/// What one run measures.
+#[derive(Debug, Clone, Serialize)]
+pub struct Config {
+    /// Client counts of the simulation sweep.
+    #[serde(skip)]
+    pub sweep_clients: Vec<u32>,
+    pub sweep_points: String,
+    /// Seeded runs averaged per sweep point.
+    pub sweep_runs: u32,
+    /// The load-over-time run: clients, and the width of a time bucket.
+    pub load_clients: u32,
+    pub load_bucket_ms: f64,
+    /// The load chart shows the first this many milliseconds (exponential
+    /// backoff without jitter runs on for a minute; its summary says so).
+    pub load_horizon_ms: f64,
+    /// Concurrent callers of the live flaky dependency, and its outage.
+    pub live_clients: usize,
+    pub live_outage_ms: u64,
+    pub live_bucket_ms: u64,
+    /// The live retry policy.
+    pub base_ms: u64,
+    pub cap_ms: u64,
+    pub max_attempts: u32,
+    pub per_attempt_timeout_ms: u64,
+    pub total_deadline_ms: u64,
+    pub budget_ratio: f64,
+    pub budget_initial_tokens: u32,
+    /// Callers per retry library measured.
+    pub library_clients: usize,
+    /// The deepest chain of services in the amplification experiment, and the
+    /// attempts each layer makes.
+    pub chain_depth: u32,
+    pub chain_attempts: u32,
+    pub seed: u64,
+}
+
+impl Config {
+    pub fn for_mode(mode: Mode) -> Config {
+        let (sweep_clients, sweep_runs, live_clients, chain_depth): (Vec<u32>, u32, usize, u32) =
+            match mode {
+                Mode::Quick => (vec![10, 25, 50, 75, 100, 150, 200], 10, 100, 4),
+                Mode::Full => ((1..=20).map(|step| step * 10).collect(), 50, 300, 5),
+            };
+        Config {
+            sweep_points: sweep_clients
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(" "),
+            sweep_clients,
+            sweep_runs,
+            load_clients: 100,
+            load_bucket_ms: 20.0,
+            load_horizon_ms: 2000.0,
+            live_clients,
+            live_outage_ms: 1000,
+            live_bucket_ms: 50,
+            base_ms: 50,
+            cap_ms: 800,
+            max_attempts: 6,
+            per_attempt_timeout_ms: 500,
+            total_deadline_ms: 4000,
+            budget_ratio: 0.1,
+            budget_initial_tokens: 5,
+            library_clients: 20,
+            chain_depth,
+            chain_attempts: 3,
+            seed: 2015,
+        }
+    }
+}
+
+/// One point of the simulation sweep (the mean of `runs` seeded runs).
+#[derive(Debug, Clone, Serialize)]
+pub struct SweepPoint {
+    pub clients: u32,
+    pub calls: f64,
+    pub failures: f64,
+    pub completion_ms: f64,
+    pub runs: u32,
+}
+
+/// One bucket of calls over time.
+#[derive(Debug, Clone, Serialize)]
+pub struct LoadBucket {
+    pub t_ms: f64,
+    pub calls: u32,
+}
+
+/// The simulation at one client count, per strategy, for the table.
+#[derive(Debug, Clone, Serialize)]
+pub struct SimSummary {
+    pub clients: u32,
+    pub calls: f64,
+    pub failures: f64,
+    pub completion_ms: f64,
+    /// Calls relative to no backoff at all.
+    pub calls_vs_none: f64,
+    pub runs: u32,
+}
+
+/// The simulation half of the lab: the sweep, the table at `load_clients`,
+/// and one run's calls over time per strategy.
+pub fn simulation(config: &Config, out: &mut Output) -> Result<()> {
+    for strategy in Strategy::ALL {
+        eprintln!(
+            "backoff-jitter: simulating {} over {} client counts",
+            strategy.name(),
+            config.sweep_clients.len()
+        );
+        for &clients in &config.sweep_clients {
+            let mean = average(
+                &SimConfig::published(clients, strategy, config.seed),
+                config.sweep_runs,
+            );
+            out.sample(
+                &format!("sim-{}", strategy.name()),
+                &SweepPoint {
+                    clients,
+                    calls: mean.calls,
+                    failures: mean.failures,
+                    completion_ms: mean.completion_ms,
+                    runs: mean.runs,
+                },
+            )?;
+        }
+    }
+    let at = |strategy| {
+        average(
+            &SimConfig::published(config.load_clients, strategy, config.seed),
+            config.sweep_runs,
+        )
+    };
+    let none = at(Strategy::None);
+    for strategy in Strategy::ALL {
+        let mean = at(strategy);
+        out.summary_of(
+            &format!("sim-{}", strategy.name()),
+            &SimSummary {
+                clients: config.load_clients,
+                calls: mean.calls,
+                failures: mean.failures,
+                completion_ms: mean.completion_ms,
+                calls_vs_none: mean.calls / none.calls,
+                runs: mean.runs,
+            },
+        )?;
+        // One seeded run, bucketed: the shape of the load, not an average.
+        let run = simulate(&SimConfig::published(
+            config.load_clients,
+            strategy,
+            config.seed,
+        ));
+        let buckets = (config.load_horizon_ms / config.load_bucket_ms).ceil() as usize;
+        for (index, calls) in run
+            .calls_per_bucket(config.load_bucket_ms)
+            .into_iter()
+            .chain(std::iter::repeat(0))
+            .take(buckets)
+            .enumerate()
+        {
+            out.sample(
+                &format!("load-{}", strategy.name()),
+                &LoadBucket {
+                    t_ms: index as f64 * config.load_bucket_ms,
+                    calls,
+                },
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// The whole lab, as records on `out`.
+pub async fn run(mode: Mode, config: &Config, out: &mut Output) -> Result<()> {
+    out.meta(Meta {
+        lab: SLUG.into(),
+        mode,
+        started: now_rfc3339(),
+        time_scale: 1.0,
+        params: lab_kit::record::to_fields(config)?,
+        machine: Machine::collect(),
+    })?;
+    simulation(config, out).context("the simulation sweep")?;
+    live::storm(config, out)
+        .await
+        .context("the live flaky dependency")?;
+    libraries::compare(config, out)
+        .await
+        .context("the retry libraries")?;
+    chain::amplification(config, out)
+        .await
+        .context("retry amplification")?;
+    Ok(())
+}
+
+/// Milliseconds of a duration, for records.
+pub fn millis(duration: Duration) -> f64 {
+    duration.as_secs_f64() * 1000.0
+}
