@@ -114,14 +114,16 @@ async function main() {
   const totals = element('p', { class: 'backoff-totals', 'aria-live': 'polite' });
   const table = element('table', { class: 'backoff-compare' });
 
-  root.replaceChildren(
-    element('div', { class: 'backoff-controls' }, [
-      clients.row, base.row, cap.row,
-      element('label', { class: 'backoff-control' }, ['Strategy ', strategy]),
-      element('label', { class: 'backoff-control' }, ['Seed ', seed]),
-    ]),
-    canvas, totals, table,
-  );
+  const controls = element('div', { class: 'backoff-controls' }, [
+    clients.row, base.row, cap.row,
+    element('label', { class: 'backoff-control' }, ['Strategy ', strategy]),
+    element('label', { class: 'backoff-control' }, ['Seed ', seed]),
+  ]);
+  // Inline layout, so the widget needs no stylesheet of its own: controls
+  // wrap on narrow pages, with room between them.
+  Object.assign(controls.style, { display: 'flex', flexWrap: 'wrap', gap: '0.4em 1.5em', alignItems: 'center', margin: '0.5em 0' });
+  seed.style.width = '6em';
+  root.replaceChildren(controls, canvas, totals, table);
 
   const rerun = (event) => {
     const params = [Number(clients.input.value), Number(base.input.value), Number(cap.input.value)];
