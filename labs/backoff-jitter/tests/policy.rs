@@ -10,7 +10,9 @@ use backoff_sim::{SplitMix64, Strategy};
 use lab_backoff_jitter::{
     flaky::{self, FlakyConfig, Recorder, RetryAfterForm},
     live::{client, run_scenario},
-    policy::{Ending, IDEMPOTENCY_KEY, RetryBudget, RetryPolicy, send_with_retries},
+    policy::{
+        AttemptOutcome, Ending, IDEMPOTENCY_KEY, RetryBudget, RetryPolicy, send_with_retries,
+    },
 };
 use lab_kit::server::spawn_axum;
 
@@ -282,4 +284,24 @@ async fn the_budget_caps_retries_at_its_ratio() {
     .await
     .expect("scenario runs");
     assert_eq!(run.arrivals.len() - callers, callers * 5);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_connection_is_retried() {
+    // A port that was just free: bind it, note it, close it. Nothing listens
+    // there now, so every connect is refused at once.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free port")
+        .port();
+    let http = client().expect("client");
+    let request = http
+        .get(format!("http://127.0.0.1:{port}/item"))
+        .build()
+        .expect("request");
+    let mut rng = SplitMix64::new(8);
+    let report = send_with_retries(&http, request, &policy(3), &mut rng).await;
+    assert_eq!(report.last, AttemptOutcome::Connect, "{report:?}");
+    assert_eq!(report.attempts, 3);
+    assert_eq!(report.ending, Ending::AttemptsExhausted);
 }
