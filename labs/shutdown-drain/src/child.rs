@@ -1,0 +1,220 @@
+//! A child process in its own process group, killed (the whole group, with
+//! SIGKILL) on every exit path: when its guard is dropped, when the lab fails,
+//! when the lab's own process dies.
+//!
+//! The lab signals the child itself (SIGTERM to its pid, as an orchestrator
+//! signals a container's PID 1), and keeps SIGKILL to the group for cleanup.
+
+use std::{
+    ffi::OsStr,
+    io,
+    os::unix::process::{CommandExt, ExitStatusExt},
+    process::{Child, Command, ExitStatus, Stdio},
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context, Result};
+
+/// How a child ended, in the words a shell and Kubernetes use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    /// It called exit with this code.
+    Code(i32),
+    /// A signal ended it (SIGTERM's default action, SIGKILL...).
+    Signal(i32),
+}
+
+impl Ended {
+    pub fn from_status(status: ExitStatus) -> Ended {
+        match (status.code(), status.signal()) {
+            (Some(code), _) => Ended::Code(code),
+            (None, Some(signal)) => Ended::Signal(signal),
+            // Unreachable on Unix: a reaped child either exited or was signalled.
+            (None, None) => Ended::Code(-1),
+        }
+    }
+
+    /// The exit code as a shell (and `kubectl describe pod`) reports it:
+    /// 128 + the signal number for a signalled process.
+    pub fn shell_code(self) -> i32 {
+        match self {
+            Ended::Code(code) => code,
+            Ended::Signal(signal) => 128 + signal,
+        }
+    }
+
+    /// "0", "1", "signal 15 (SIGTERM)", "signal 9 (SIGKILL)".
+    pub fn describe(self) -> String {
+        match self {
+            Ended::Code(code) => code.to_string(),
+            Ended::Signal(libc::SIGTERM) => "signal 15 (SIGTERM)".into(),
+            Ended::Signal(libc::SIGKILL) => "signal 9 (SIGKILL)".into(),
+            Ended::Signal(signal) => format!("signal {signal}"),
+        }
+    }
+}
+
+/// A running child in its own process group. Dropping the guard kills the
+/// group with SIGKILL and reaps the child, so no path leaves it running.
+pub struct ChildGuard {
+    child: Child,
+    pid: i32,
+    ended: Option<Ended>,
+}
+
+impl ChildGuard {
+    /// Starts `program args...` with stdin closed, stdout as given, stderr
+    /// inherited (its messages show up beside the lab's progress).
+    pub fn spawn(
+        program: impl AsRef<OsStr>,
+        args: &[impl AsRef<OsStr>],
+        stdout: Stdio,
+    ) -> Result<ChildGuard> {
+        let program = program.as_ref();
+        let mut command = Command::new(program);
+        command
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(stdout)
+            .stderr(Stdio::inherit())
+            // Its own process group: a signal meant for the child (and any
+            // grandchildren a shell wrapper starts) never hits the lab, and
+            // `kill(-pgid)` reaches all of them.
+            .process_group(0);
+        // SAFETY: the closure runs in the forked child before exec and calls
+        // only prctl and getppid, both async-signal-safe.
+        unsafe {
+            command.pre_exec(|| {
+                // If the lab dies (even by SIGKILL, where no destructor runs),
+                // the kernel sends SIGKILL to this child: no orphan server.
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                // The parent may have died between fork and prctl.
+                if libc::getppid() == 1 {
+                    return Err(io::Error::other("the parent died before exec"));
+                }
+                Ok(())
+            });
+        }
+        let child = command
+            .spawn()
+            .with_context(|| format!("starting {:?}", program.to_string_lossy()))?;
+        let pid = i32::try_from(child.id()).context("a pid that does not fit in i32")?;
+        Ok(ChildGuard {
+            child,
+            pid,
+            ended: None,
+        })
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.pid
+    }
+
+    /// The child's stdout, if it was piped.
+    pub fn take_stdout(&mut self) -> Option<std::process::ChildStdout> {
+        self.child.stdout.take()
+    }
+
+    /// Sends `signal` to the child alone (not its group).
+    pub fn signal(&self, signal: i32) -> Result<()> {
+        if self.ended.is_some() {
+            return Ok(());
+        }
+        // SAFETY: kill has no memory-safety preconditions. The pid is ours
+        // and not yet reaped (`ended` is None), so it cannot have been reused.
+        let result = unsafe { libc::kill(self.pid, signal) };
+        if result != 0 {
+            return Err(io::Error::last_os_error())
+                .with_context(|| format!("sending signal {signal} to pid {}", self.pid));
+        }
+        Ok(())
+    }
+
+    /// How the child ended, if it has (reaps it when it has).
+    pub fn try_ended(&mut self) -> Result<Option<Ended>> {
+        if self.ended.is_none() {
+            let status = self
+                .child
+                .try_wait()
+                .with_context(|| format!("waiting for pid {}", self.pid))?;
+            self.ended = status.map(Ended::from_status);
+        }
+        Ok(self.ended)
+    }
+
+    /// Waits for the child to end, polling, for at most `limit`.
+    pub async fn wait_for(&mut self, limit: Duration) -> Result<Option<Ended>> {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(ended) = self.try_ended()? {
+                return Ok(Some(ended));
+            }
+            if Instant::now() >= deadline {
+                return Ok(None);
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    }
+
+    /// SIGKILL to the whole group, then reap the child. Idempotent.
+    pub fn kill_group(&mut self) -> Result<Ended> {
+        // SAFETY: as in `signal`; a negative pid names the process group,
+        // whose id is the child's pid because of `process_group(0)`. Killing
+        // the group even after the child exited takes its grandchildren too.
+        unsafe {
+            libc::kill(-self.pid, libc::SIGKILL);
+        }
+        if let Some(ended) = self.ended {
+            return Ok(ended);
+        }
+        let status = self
+            .child
+            .wait()
+            .with_context(|| format!("reaping pid {}", self.pid))?;
+        let ended = Ended::from_status(status);
+        self.ended = Some(ended);
+        Ok(ended)
+    }
+}
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        // After SIGKILL the wait is short: the kernel tears the process down
+        // without running any of its code.
+        let _ = self.kill_group();
+    }
+}
+
+/// True while a process with this pid exists (a zombie counts as existing).
+pub fn pid_exists(pid: i32) -> bool {
+    std::path::Path::new(&format!("/proc/{pid}")).exists()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_dropped_guard_leaves_no_process() {
+        let guard = ChildGuard::spawn("sleep", &["30"], Stdio::null()).expect("sleep starts");
+        let pid = guard.pid();
+        assert!(pid_exists(pid));
+        drop(guard);
+        assert!(!pid_exists(pid), "pid {pid} still exists after drop");
+    }
+
+    #[tokio::test]
+    async fn reports_a_signal_as_a_shell_does() {
+        let mut guard = ChildGuard::spawn("sleep", &["30"], Stdio::null()).expect("sleep starts");
+        guard.signal(libc::SIGTERM).expect("signal sent");
+        let ended = guard
+            .wait_for(Duration::from_secs(5))
+            .await
+            .expect("wait works")
+            .expect("sleep ends on SIGTERM");
+        assert_eq!(ended, Ended::Signal(libc::SIGTERM));
+        assert_eq!(ended.shell_code(), 143);
+    }
+}
