@@ -103,7 +103,9 @@ impl Balancer {
         let listener = TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0))
             .await
             .context("binding the balancer")?;
-        let addr = listener.local_addr().context("reading the balancer's address")?;
+        let addr = listener
+            .local_addr()
+            .context("reading the balancer's address")?;
         let shared = Arc::new(Shared {
             backends: backends
                 .iter()
@@ -170,13 +172,18 @@ async fn poll_readiness(shared: Arc<Shared>, index: usize, config: BalancerConfi
     let client: Client<HttpConnector, Empty<Bytes>> = Client::builder(TokioExecutor::new())
         .pool_max_idle_per_host(0)
         .build_http();
-    let url = format!("http://{}{}", shared.backends[index].addr, config.ready_path);
+    let url = format!(
+        "http://{}{}",
+        shared.backends[index].addr, config.ready_path
+    );
     let mut failures = 0u32;
     let mut ticker = tokio::time::interval(config.poll_period);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         ticker.tick().await;
-        let Ok(uri) = url.parse::<http::Uri>() else { return };
+        let Ok(uri) = url.parse::<http::Uri>() else {
+            return;
+        };
         let answered = tokio::time::timeout(config.poll_timeout, client.get(uri)).await;
         let ok = matches!(&answered, Ok(Ok(response)) if response.status() == StatusCode::OK);
         failures = if ok { 0 } else { failures + 1 };
@@ -231,7 +238,9 @@ fn choose(shared: &Shared, pinned: Option<usize>) -> Option<usize> {
     }
     let count = shared.backends.len();
     let start = shared.next.fetch_add(1, Ordering::SeqCst);
-    (0..count).map(|step| (start + step) % count).find(|&index| ready(index))
+    (0..count)
+        .map(|step| (start + step) % count)
+        .find(|&index| ready(index))
 }
 
 fn own_error(status: StatusCode, reason: &'static str) -> Response<ProxyBody> {
@@ -288,7 +297,9 @@ async fn proxy(
             // Hop by hop: the backend closing its connection to us says
             // nothing about our connection to the client.
             parts.headers.remove(header::CONNECTION);
-            parts.headers.insert(BACKEND_HEADER, HeaderValue::from(index));
+            parts
+                .headers
+                .insert(BACKEND_HEADER, HeaderValue::from(index));
             // A body that fails midway (the backend died mid-stream) makes
             // hyper abort the client connection: the client sees a reset.
             Ok(Response::from_parts(parts, body.boxed()))
@@ -321,7 +332,11 @@ mod tests {
         let shared = shared_with(&[true, false, true]);
         let picks: Vec<_> = (0..4).map(|_| choose(&shared, None)).collect();
         assert_eq!(picks, [Some(0), Some(2), Some(2), Some(0)]);
-        assert_eq!(choose(&shared, Some(1)), None, "a pinned backend that is down");
+        assert_eq!(
+            choose(&shared, Some(1)),
+            None,
+            "a pinned backend that is down"
+        );
         assert_eq!(choose(&shared, Some(2)), Some(2));
         let none_ready = shared_with(&[false, false]);
         assert_eq!(choose(&none_ready, None), None);

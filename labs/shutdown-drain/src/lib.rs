@@ -622,10 +622,7 @@ async fn steady_traffic(
         }
         let id = next_id;
         next_id += 1;
-        let request = client
-            .get(format!("{url}?id={id}"))
-            .timeout(timeout)
-            .send();
+        let request = client.get(format!("{url}?id={id}")).timeout(timeout).send();
         requests.spawn(async move {
             let start = mono_ms();
             let (result, backend) = classify(request.await).await;
@@ -715,8 +712,63 @@ pub async fn run(mode: Mode, config: &Config, out: &mut Output) -> Result<()> {
             deploy.summary.time_to_exit_ms
         );
     }
+    for variant in [Variant::ExitAtOnce, Variant::Full] {
+        eprintln!("shutdown-drain: probe on the {} server", variant.name());
+        let report = probe_own_server(variant, config)
+            .await
+            .with_context(|| format!("probing the {} server", variant.name()))?;
+        // The record keeps the numbers; the sentences stay on stderr.
+        let mut fields = serde_json::to_value(&report).context("encoding the probe report")?;
+        if let Some(map) = fields.as_object_mut() {
+            map.remove("verdict");
+            map.remove("command");
+        }
+        eprintln!("{}", report.verdict);
+        out.summary_of(&format!("probe/{}", variant.name()), &fields)?;
+    }
     health::write_simulation(&health::SimulationConfig::default(), out)?;
     Ok(())
+}
+
+/// Runs the probe on the lab's own server, as a user would run it on theirs.
+pub async fn probe_own_server(variant: Variant, config: &Config) -> Result<probe::ProbeReport> {
+    let scratch = tempfile::tempdir().context("creating a temp dir")?;
+    // A port that was free a moment ago (the probe checks again).
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .context("finding a free port")?
+        .port();
+    let command = vec![
+        config.server_exe.display().to_string(),
+        "__server".into(),
+        "--variant".into(),
+        variant.name().into(),
+        "--port".into(),
+        port.to_string(),
+        "--db".into(),
+        scratch.path().join("probe.db").display().to_string(),
+        "--drain-wait-ms".into(),
+        config.drain_wait_ms.to_string(),
+        "--deadline-ms".into(),
+        config.hard_deadline_ms.to_string(),
+        "--slow-ms".into(),
+        config.slow_ms.to_string(),
+    ];
+    let mut args: Vec<String> = [
+        "--port",
+        &port.to_string(),
+        "--slow-path",
+        "/slow",
+        "--warmup-ms",
+        &config.warmup_ms.to_string(),
+        "--grace-ms",
+        &config.termination_grace_ms.to_string(),
+        "--",
+    ]
+    .map(String::from)
+    .to_vec();
+    args.extend(command);
+    probe::probe(&probe::parse_args(&args)?).await
 }
 
 /// Writes one deploy's records: a timeline sample per request (series

@@ -221,7 +221,8 @@ pub async fn probe(config: &ProbeConfig) -> Result<ProbeReport> {
         .pool_max_idle_per_host(0)
         .build()
         .context("building the readiness client")?;
-    let (_, ready_status_before) = get(&poller, &format!("{base}{}", config.ready_path), short).await;
+    let (_, ready_status_before) =
+        get(&poller, &format!("{base}{}", config.ready_path), short).await;
 
     // Steady traffic on a keep-alive client (a balancer's pool), readiness
     // polls beside it; both until told to stop.
@@ -299,7 +300,10 @@ pub async fn probe(config: &ProbeConfig) -> Result<ProbeReport> {
             .filter(|seen| wanted.contains(seen))
             .count() as u64
     };
-    let completed = in_flight_seen.iter().filter(|&&seen| seen == Seen::Ok).count() as u64;
+    let completed = in_flight_seen
+        .iter()
+        .filter(|&&seen| seen == Seen::Ok)
+        .count() as u64;
     let never = |millis: f64| if millis.is_finite() { millis } else { -1.0 };
     let mut report = ProbeReport {
         command: config.command.join(" "),
@@ -469,7 +473,13 @@ mod tests {
     #[test]
     fn parses_flags_and_the_command() {
         let config = parse_args(&strings(&[
-            "--port", "8080", "--slow-path", "/slow", "--", "node", "server.js",
+            "--port",
+            "8080",
+            "--slow-path",
+            "/slow",
+            "--",
+            "node",
+            "server.js",
         ]))
         .expect("valid");
         assert_eq!(config.port, 8080);

@@ -221,7 +221,9 @@ async fn work(State(state): State<Arc<AppState>>, uri: Uri) -> Response {
         // The row is committed before this 200 leaves: an acknowledged write
         // is a durable one.
         Ok(Ok(row)) => (StatusCode::OK, format!("{{\"row\":{row}}}\n")).into_response(),
-        Ok(Err(error)) => (StatusCode::INTERNAL_SERVER_ERROR, format!("{error:#}\n")).into_response(),
+        Ok(Err(error)) => {
+            (StatusCode::INTERNAL_SERVER_ERROR, format!("{error:#}\n")).into_response()
+        }
         Err(_) => (StatusCode::INTERNAL_SERVER_ERROR, "the write panicked\n").into_response(),
     }
 }
@@ -311,14 +313,20 @@ pub async fn serve(config: ServerConfig) -> Result<i32> {
     let listener = TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, config.port))
         .await
         .with_context(|| format!("binding 127.0.0.1:{}", config.port))?;
-    let port = listener.local_addr().context("reading the bound port")?.port();
+    let port = listener
+        .local_addr()
+        .context("reading the bound port")?
+        .port();
     if let Some(port_file) = &config.port_file {
         let temporary = port_file.with_extension("tmp");
         std::fs::write(&temporary, port.to_string()).context("writing the port file")?;
         std::fs::rename(&temporary, port_file).context("renaming the port file")?;
     }
     events.log_value("listening", f64::from(port));
-    eprintln!("server: {} listening on 127.0.0.1:{port}", config.variant.name());
+    eprintln!(
+        "server: {} listening on 127.0.0.1:{port}",
+        config.variant.name()
+    );
     let app = app(Arc::clone(&state));
     match (config.variant, sigterm) {
         (Variant::ExitAtOnce, _) | (_, None) => {
@@ -356,7 +364,16 @@ pub async fn serve(config: ServerConfig) -> Result<i32> {
             Ok(0)
         }
         (Variant::Full, Some(sigterm)) => {
-            full_sequence(listener, app, &state, &config, sigterm, goaway_sender, &events).await
+            full_sequence(
+                listener,
+                app,
+                &state,
+                &config,
+                sigterm,
+                goaway_sender,
+                &events,
+            )
+            .await
         }
     }
 }
@@ -406,7 +423,9 @@ async fn full_sequence(
 
     // 5. Wait for every connection to close, but never past the deadline.
     match tokio::time::timeout_at(deadline, server).await {
-        Ok(joined) => joined.context("the server task panicked")?.context("serving")?,
+        Ok(joined) => joined
+            .context("the server task panicked")?
+            .context("serving")?,
         Err(_) => {
             events.log("deadline");
             // Exit non-zero so the orchestrator and the logs say it was forced.
@@ -444,7 +463,9 @@ pub async fn spawn_peer(
     let listener = TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0))
         .await
         .context("binding the peer")?;
-    let addr = listener.local_addr().context("reading the peer's address")?;
+    let addr = listener
+        .local_addr()
+        .context("reading the peer's address")?;
     let task = tokio::spawn(async move {
         let _keep_goaway_open = _goaway_sender;
         let _ = axum::serve(listener, app(state)).await;

@@ -1,0 +1,253 @@
+//! The probe, run as the user runs it (the lab's binary in a subprocess),
+//! against the lab's own server and against commands that misbehave.
+
+use std::{
+    io::{BufRead, BufReader},
+    process::{Command, Output, Stdio},
+    sync::Mutex,
+    time::{Duration, Instant},
+};
+
+use lab_kit::Mode;
+use lab_shutdown_drain::{Config, Scenario, child::pid_exists, run_deploy};
+use serde_json::Value;
+
+const LAB: &str = env!("CARGO_BIN_EXE_lab-shutdown-drain");
+
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+/// A port nothing listens on right now (bind port 0, read it, let it go).
+fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+    listener.local_addr().expect("an address").port()
+}
+
+struct Probed {
+    code: i32,
+    report: Value,
+    stderr: String,
+}
+
+fn probe(flags: &[&str], command: &[&str]) -> Probed {
+    let _serial = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let Output {
+        status,
+        stdout,
+        stderr,
+    } = Command::new(LAB)
+        .arg("probe")
+        .args(flags)
+        .arg("--")
+        .args(command)
+        .stdin(Stdio::null())
+        .output()
+        .expect("the probe runs");
+    let stdout = String::from_utf8_lossy(&stdout);
+    let report = serde_json::from_str(stdout.lines().last().unwrap_or("{}"))
+        .unwrap_or_else(|error| panic!("the probe printed no JSON ({error}): {stdout}"));
+    Probed {
+        code: status.code().expect("the probe exited, not signalled"),
+        report,
+        stderr: String::from_utf8_lossy(&stderr).into_owned(),
+    }
+}
+
+/// The pid the probe says it started.
+fn started_pid(stderr: &str) -> i32 {
+    stderr
+        .lines()
+        .find_map(|line| line.strip_prefix("probe: started pid "))
+        .and_then(|rest| rest.split(':').next())
+        .and_then(|pid| pid.parse().ok())
+        .unwrap_or_else(|| panic!("no pid in the probe's stderr: {stderr}"))
+}
+
+fn own_server(variant: &str, port: u16, db: &std::path::Path) -> Vec<String> {
+    [
+        LAB,
+        "__server",
+        "--variant",
+        variant,
+        "--port",
+        &port.to_string(),
+        "--db",
+        &db.display().to_string(),
+        "--drain-wait-ms",
+        "400",
+        "--slow-ms",
+        "800",
+        "--deadline-ms",
+        "2000",
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+fn probe_own_server(variant: &str) -> Probed {
+    let scratch = tempfile::tempdir().expect("a temp dir");
+    let port = free_port();
+    let command = own_server(variant, port, &scratch.path().join("probe.db"));
+    let command: Vec<&str> = command.iter().map(String::as_str).collect();
+    let port_text = port.to_string();
+    let probed = probe(
+        &[
+            "--port",
+            &port_text,
+            "--slow-path",
+            "/slow",
+            "--grace-ms",
+            "3000",
+        ],
+        &command,
+    );
+    let pid = probed.report["child_pid"].as_i64().expect("a pid") as i32;
+    assert!(!pid_exists(pid), "pid {pid} is still there");
+    probed
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_probe_agrees_with_the_lab_on_the_lab_s_own_server() {
+    let mut config = Config::for_mode(Mode::Quick);
+    config.server_exe = LAB.into();
+
+    // The full sequence: clean for the lab, clean for the probe.
+    let full = probe_own_server("full");
+    assert_eq!(full.code, 0, "{}", full.stderr);
+    assert_eq!(full.report["clean"], true);
+    assert_eq!(full.report["exit_code"], 0);
+    assert_eq!(full.report["in_flight_failed"], 0);
+    assert_eq!(full.report["readiness_before_refusing"], true);
+    let lab_full = run_deploy(Scenario::Full, &config)
+        .await
+        .expect("the lab runs");
+    assert_eq!(
+        lab_full.summary.exit_code,
+        full.report["exit_code"].as_i64().unwrap()
+    );
+    assert_eq!(
+        lab_full.summary.in_flight_completed,
+        lab_full.summary.in_flight_at_sigterm
+    );
+
+    // Exit at once: both see the signal and the cut in-flight requests.
+    let naive = probe_own_server("exit-at-once");
+    assert_eq!(naive.code, 1, "{}", naive.stderr);
+    assert_eq!(naive.report["exit_code"], 143);
+    assert_eq!(naive.report["in_flight_completed"], 0);
+    assert_eq!(naive.report["readiness_before_refusing"], false);
+    let lab_naive = run_deploy(Scenario::ExitAtOnce, &config)
+        .await
+        .expect("the lab runs");
+    assert_eq!(
+        lab_naive.summary.exit_code,
+        naive.report["exit_code"].as_i64().unwrap()
+    );
+    assert_eq!(lab_naive.summary.in_flight_completed, 0);
+}
+
+#[test]
+fn a_command_that_does_not_start_gets_a_clear_error() {
+    let port = free_port().to_string();
+    let probed = probe(&["--port", &port], &["/nonexistent/no-such-server"]);
+    assert_eq!(probed.code, 2);
+    let error = probed.report["error"].as_str().expect("an error field");
+    assert!(
+        error.contains("no-such-server") && error.contains("No such file"),
+        "{error}"
+    );
+    assert!(probed.stderr.starts_with("error: "), "{}", probed.stderr);
+}
+
+#[test]
+fn a_command_that_exits_before_listening_is_reported() {
+    let port = free_port().to_string();
+    let probed = probe(&["--port", &port], &["false"]);
+    assert_eq!(probed.code, 2);
+    let error = probed.report["error"].as_str().expect("an error field");
+    assert!(error.contains("exited (1) before it listened"), "{error}");
+    assert!(!pid_exists(started_pid(&probed.stderr)));
+}
+
+#[test]
+fn a_command_that_never_listens_is_killed() {
+    let port = free_port().to_string();
+    let started = Instant::now();
+    let probed = probe(
+        &["--port", &port, "--start-timeout-ms", "500"],
+        &["sleep", "30"],
+    );
+    assert_eq!(probed.code, 2);
+    let error = probed.report["error"].as_str().expect("an error field");
+    assert!(
+        error.contains("did not listen") && error.contains("killed it"),
+        "{error}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "the probe hung"
+    );
+    let pid = started_pid(&probed.stderr);
+    assert!(!pid_exists(pid), "sleep (pid {pid}) is still running");
+}
+
+#[test]
+fn a_server_that_ignores_sigterm_is_killed_after_the_grace_period() {
+    let scratch = tempfile::tempdir().expect("a temp dir");
+    let port = free_port();
+    let command = own_server("ignore-sigterm", port, &scratch.path().join("ignore.db"));
+    let command: Vec<&str> = command.iter().map(String::as_str).collect();
+    let port_text = port.to_string();
+    let probed = probe(&["--port", &port_text, "--grace-ms", "1000"], &command);
+    assert_eq!(probed.code, 1, "{}", probed.stderr);
+    assert_eq!(probed.report["killed_after_grace"], true);
+    assert_eq!(probed.report["exit_code"], 137);
+    assert!(
+        probed.report["verdict"]
+            .as_str()
+            .is_some_and(|verdict| verdict.contains("did not exit within"))
+    );
+    let pid = probed.report["child_pid"].as_i64().expect("a pid") as i32;
+    assert!(!pid_exists(pid), "pid {pid} is still there");
+}
+
+#[test]
+fn a_probe_that_is_killed_leaves_no_orphan() {
+    let _serial = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let port = free_port().to_string();
+    let mut probe = Command::new(LAB)
+        .args([
+            "probe",
+            "--port",
+            &port,
+            "--start-timeout-ms",
+            "20000",
+            "--",
+            "sleep",
+            "30",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the probe starts");
+    let stderr = probe.stderr.take().expect("piped stderr");
+    let mut first_line = String::new();
+    BufReader::new(stderr)
+        .read_line(&mut first_line)
+        .expect("the probe says what it started");
+    let pid = started_pid(&first_line);
+    assert!(pid_exists(pid));
+    // SIGKILL: no destructor runs in the probe; the kernel's parent-death
+    // signal is what must take the child down.
+    probe.kill().expect("SIGKILL to the probe");
+    probe.wait().expect("reaped");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while pid_exists(pid) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(!pid_exists(pid), "the probe's child {pid} outlived it");
+}
