@@ -794,3 +794,53 @@ pub fn write_deploy(deploy: &Deploy, out: &mut Output) -> Result<()> {
     )?;
     out.summary_of(name, &deploy.summary)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The manifest the chapter shows and the lab's production values agree.
+    #[test]
+    fn the_manifest_matches_the_production_values() {
+        let manifest = include_str!("../deploy/pod.yaml");
+        let seconds = |key: &str| -> u64 {
+            manifest
+                .lines()
+                .find_map(|line| {
+                    let (name, value) = line.split_once(':')?;
+                    (name.trim() == key).then(|| value.split('#').next()?.trim().parse().ok())?
+                })
+                .unwrap_or_else(|| panic!("{key} is not in the manifest"))
+        };
+        assert_eq!(
+            seconds("terminationGracePeriodSeconds") * 1000,
+            production::TERMINATION_GRACE_MS
+        );
+        assert_eq!(
+            seconds("periodSeconds") * 1000,
+            production::READINESS_PERIOD_MS,
+            "the first periodSeconds is the readiness probe's"
+        );
+        assert!(production::HARD_DEADLINE_MS < production::TERMINATION_GRACE_MS);
+        assert!(production::DRAIN_WAIT_MS >= 2 * production::READINESS_PERIOD_MS);
+    }
+
+    #[test]
+    fn quick_mode_scales_every_production_time_by_one_factor() {
+        let config = Config::for_mode(Mode::Quick);
+        let scale = config.time_scale as u64;
+        assert_eq!(
+            config.termination_grace_ms * scale,
+            production::TERMINATION_GRACE_MS
+        );
+        assert_eq!(
+            config.hard_deadline_ms * scale,
+            production::HARD_DEADLINE_MS
+        );
+        assert_eq!(config.drain_wait_ms * scale, production::DRAIN_WAIT_MS);
+        assert_eq!(
+            config.readiness_period_ms * scale,
+            production::READINESS_PERIOD_MS
+        );
+    }
+}

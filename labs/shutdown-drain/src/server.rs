@@ -157,6 +157,7 @@ fn query_number(uri: &Uri, key: &str) -> Option<u64> {
     })
 }
 
+// ANCHOR: routes
 /// The routes. Liveness never touches the database; readiness reads a flag.
 fn app(state: Arc<AppState>) -> Router {
     Router::new()
@@ -168,6 +169,7 @@ fn app(state: Arc<AppState>) -> Router {
         .layer(middleware::from_fn_with_state(Arc::clone(&state), track))
         .with_state(state)
 }
+// ANCHOR_END: routes
 
 // ANCHOR: readyz
 async fn readyz(State(state): State<Arc<AppState>>) -> Response {
