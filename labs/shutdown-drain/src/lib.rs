@@ -100,6 +100,10 @@ impl Config {
             slow_ms: scaled(production::SLOW_MS),
             stream_tick_ms: 50,
             traffic_interval_ms: 20,
+            // Traffic starts right after the poll that saw both backends
+            // ready, and the warm-up is a whole number of poll periods: SIGTERM
+            // lands just after a poll, so the balancer learns of it one full
+            // period later. The worst case, on purpose, in every run.
             warmup_ms: 2 * readiness_period_ms,
             after_exit_ms: 2 * readiness_period_ms + 100,
             slow_requests: 3,
