@@ -11,10 +11,11 @@
 //! client's. What it does not do: retries (beyond hyper-util's resend of a
 //! request that was never written), TLS, HTTP/2.
 //!
-//! Three response headers make the lab's bookkeeping exact: `x-backend` (the
-//! index that served), `x-balancer-error` (why a 502 or 503 came from the
-//! balancer itself), and the request header `x-pin-backend` routes to one
-//! backend while it is ready (a sticky session).
+//! A few headers make the lab's bookkeeping exact: on responses,
+//! `x-backend` (the index that served), `x-balancer-error` (why a 502 or 503
+//! came from the balancer itself) and `x-upstream-close` (the backend said
+//! `Connection: close`); on requests, `x-pin-backend` routes to one backend
+//! while it is ready (a sticky session).
 
 use std::{
     convert::Infallible,
@@ -43,6 +44,8 @@ use crate::events::mono_ms;
 pub const PIN_HEADER: &str = "x-pin-backend";
 /// Response header: the backend index that answered.
 pub const BACKEND_HEADER: &str = "x-backend";
+/// Response header: the backend's response said `Connection: close`.
+pub const UPSTREAM_CLOSE_HEADER: &str = "x-upstream-close";
 /// Response header on the balancer's own 502 and 503: `refused`, `reset`,
 /// `no-backend`.
 pub const ERROR_HEADER: &str = "x-balancer-error";
@@ -295,8 +298,19 @@ async fn proxy(
         Ok(response) => {
             let (mut parts, body) = response.into_parts();
             // Hop by hop: the backend closing its connection to us says
-            // nothing about our connection to the client.
+            // nothing about our connection to the client. (The lab still
+            // wants to know, so it is passed on under another name.)
+            let closing = parts
+                .headers
+                .get_all(header::CONNECTION)
+                .iter()
+                .any(|value| value.as_bytes().eq_ignore_ascii_case(b"close"));
             parts.headers.remove(header::CONNECTION);
+            if closing {
+                parts
+                    .headers
+                    .insert(UPSTREAM_CLOSE_HEADER, HeaderValue::from_static("1"));
+            }
             parts
                 .headers
                 .insert(BACKEND_HEADER, HeaderValue::from(index));

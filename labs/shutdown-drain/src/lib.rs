@@ -29,7 +29,9 @@ use serde::Serialize;
 use tokio::{sync::watch, task::JoinSet};
 
 use crate::{
-    balancer::{BACKEND_HEADER, Balancer, BalancerConfig, ERROR_HEADER, PIN_HEADER},
+    balancer::{
+        BACKEND_HEADER, Balancer, BalancerConfig, ERROR_HEADER, PIN_HEADER, UPSTREAM_CLOSE_HEADER,
+    },
     child::ChildGuard,
     events::{first, mono_ms, read_events},
     server::{Variant, spawn_peer, written_ids},
@@ -52,6 +54,12 @@ pub mod production {
     pub const TERMINATION_GRACE_MS: u64 = 30_000;
     /// A long request in flight at SIGTERM (a report, an upload).
     pub const SLOW_MS: u64 = 20_000;
+
+    // The one order the lab cannot run without: checked when the crate compiles.
+    const _: () = assert!(
+        HARD_DEADLINE_MS < TERMINATION_GRACE_MS,
+        "the hard deadline must be below the grace period"
+    );
 }
 
 /// What one run measures. Times in milliseconds, already scaled.
@@ -244,6 +252,8 @@ pub struct RequestSample {
     /// the balancer itself or nobody.
     pub backend: i64,
     pub outcome: &'static str,
+    /// The server's response said `Connection: close` (passed on by the balancer).
+    pub upstream_close: bool,
     #[serde(skip)]
     pub acknowledged_id: Option<u64>,
     #[serde(skip)]
@@ -267,6 +277,8 @@ pub struct DeploySummary {
     pub to_server: u64,
     pub in_flight_at_sigterm: u64,
     pub in_flight_completed: u64,
+    /// Long requests whose response told the balancer `Connection: close`.
+    pub in_flight_with_connection_close: u64,
     pub streams: u64,
     /// Streams that ended without an error (left on goaway or ended by the server).
     pub streams_ended_cleanly: u64,
@@ -394,8 +406,8 @@ pub async fn run_deploy(scenario: Scenario, config: &Config) -> Result<Deploy> {
             ));
         pinned.spawn(async move {
             let start = mono_ms();
-            let (result, backend) = classify(request.send().await).await;
-            request_sample("slow", start, result, backend, None)
+            let answer = classify(request.send().await).await;
+            request_sample("slow", start, answer, None)
         });
     }
     tokio::time::sleep(lead).await;
@@ -488,6 +500,9 @@ pub async fn run_deploy(scenario: Scenario, config: &Config) -> Result<Deploy> {
         to_server: count(&|sample| sample.backend == 0),
         in_flight_at_sigterm: count(&|sample| sample.kind == "slow"),
         in_flight_completed: count(&|sample| sample.kind == "slow" && sample.result == Outcome::Ok),
+        in_flight_with_connection_close: count(&|sample| {
+            sample.kind == "slow" && sample.result == Outcome::Ok && sample.upstream_close
+        }),
         streams: count(&|sample| sample.kind == "stream"),
         streams_ended_cleanly: count(&|sample| {
             sample.kind == "stream" && sample.result == Outcome::Ok
@@ -555,35 +570,57 @@ async fn wait_for_port_file(path: &Path, child: &mut ChildGuard, limit: Duration
 fn request_sample(
     kind: &'static str,
     start: f64,
-    result: Outcome,
-    backend: i64,
+    answer: Answer,
     acknowledged_id: Option<u64>,
 ) -> RequestSample {
+    let result = answer.outcome;
     RequestSample {
         kind,
         start_ms: start,
         end_ms: mono_ms(),
         lane: 0,
-        backend,
+        backend: answer.backend,
         outcome: result.name(),
+        upstream_close: answer.upstream_close,
         acknowledged_id: acknowledged_id.filter(|_| result == Outcome::Ok),
         result,
     }
 }
 
+/// How a request through the balancer ended.
+#[derive(Debug, Clone, Copy)]
+struct Answer {
+    outcome: Outcome,
+    /// Which backend answered (-1: the balancer itself, or nobody).
+    backend: i64,
+    /// The backend's response carried `Connection: close`.
+    upstream_close: bool,
+}
+
+impl Answer {
+    fn without_response(outcome: Outcome) -> Answer {
+        Answer {
+            outcome,
+            backend: -1,
+            upstream_close: false,
+        }
+    }
+}
+
 // ANCHOR: classify
 /// How a request through the balancer ended, and which backend answered.
-async fn classify(sent: reqwest::Result<reqwest::Response>) -> (Outcome, i64) {
+async fn classify(sent: reqwest::Result<reqwest::Response>) -> Answer {
     let response = match sent {
         Ok(response) => response,
-        Err(error) if error.is_timeout() => return (Outcome::Timeout, -1),
-        Err(_) => return (Outcome::Error, -1),
+        Err(error) if error.is_timeout() => return Answer::without_response(Outcome::Timeout),
+        Err(_) => return Answer::without_response(Outcome::Error),
     };
     let backend = response
         .headers()
         .get(BACKEND_HEADER)
         .and_then(|value| value.to_str().ok()?.parse().ok())
         .unwrap_or(-1);
+    let upstream_close = response.headers().contains_key(UPSTREAM_CLOSE_HEADER);
     let balancer_said = response
         .headers()
         .get(ERROR_HEADER)
@@ -601,7 +638,11 @@ async fn classify(sent: reqwest::Result<reqwest::Response>) -> (Outcome, i64) {
         (503, _) => Outcome::Unavailable,
         _ => Outcome::ServerError,
     };
-    (outcome, backend)
+    Answer {
+        outcome,
+        backend,
+        upstream_close,
+    }
 }
 // ANCHOR_END: classify
 
@@ -629,8 +670,8 @@ async fn steady_traffic(
         let request = client.get(format!("{url}?id={id}")).timeout(timeout).send();
         requests.spawn(async move {
             let start = mono_ms();
-            let (result, backend) = classify(request.await).await;
-            request_sample("work", start, result, backend, Some(id))
+            let answer = classify(request.await).await;
+            request_sample("work", start, answer, Some(id))
         });
     }
     let mut samples = Vec::new();
@@ -657,8 +698,7 @@ async fn stream_client(
     let mut response = match sent {
         Ok(response) if response.status() == reqwest::StatusCode::OK => response,
         other => {
-            let (result, backend) = classify(other).await;
-            return request_sample("stream", start, result, backend, None);
+            return request_sample("stream", start, classify(other).await, None);
         }
     };
     let backend = response
@@ -682,7 +722,12 @@ async fn stream_client(
             _ = stopped.changed() => break Outcome::Open,
         }
     };
-    request_sample("stream", start, result, backend, None)
+    let answer = Answer {
+        outcome: result,
+        backend,
+        upstream_close: false,
+    };
+    request_sample("stream", start, answer, None)
 }
 // ANCHOR_END: stream_client
 
@@ -825,8 +870,6 @@ mod tests {
             production::READINESS_PERIOD_MS,
             "the first periodSeconds is the readiness probe's"
         );
-        assert!(production::HARD_DEADLINE_MS < production::TERMINATION_GRACE_MS);
-        assert!(production::DRAIN_WAIT_MS >= 2 * production::READINESS_PERIOD_MS);
     }
 
     #[test]

@@ -50,6 +50,10 @@ async fn the_full_sequence_loses_nothing() {
     assert!(!summary.killed_by_orchestrator && !summary.hit_deadline);
     assert_eq!(summary.in_flight_completed, config.slow_requests as u64);
     assert_eq!(summary.streams_ended_cleanly, config.streams as u64);
+    assert_eq!(
+        summary.in_flight_with_connection_close,
+        config.slow_requests as u64
+    );
     // The balancer routed to the server during the drain, so there were
     // writes to lose; none was.
     assert!(summary.acknowledged_writes > 5, "{summary:#?}");
@@ -88,6 +92,12 @@ async fn graceful_shutdown_alone_waits_for_streams_until_sigkill() {
     assert_eq!(summary.in_flight_completed, config.slow_requests as u64);
     // ...but nothing tells the streams to end, so the process waits for them
     // until the orchestrator's SIGKILL, and they are cut.
+    // hyper itself marks those responses `Connection: close` (this variant
+    // has no middleware that would).
+    assert_eq!(
+        summary.in_flight_with_connection_close,
+        config.slow_requests as u64
+    );
     assert!(summary.killed_by_orchestrator, "{summary:#?}");
     assert_eq!(summary.exit_code, 137);
     assert_eq!(summary.streams_ended_cleanly, 0);
