@@ -235,6 +235,19 @@ impl Outcome {
         }
     }
 
+    /// The outcome's row on the timeline charts: 0 ok, 1 503, 2 refused,
+    /// 3 reset, 4 another 502, 5 anything else. (The readiness lane is -1.)
+    pub fn row(self) -> f64 {
+        match self {
+            Outcome::Ok | Outcome::Open => 0.0,
+            Outcome::Unavailable => 1.0,
+            Outcome::Refused => 2.0,
+            Outcome::Reset => 3.0,
+            Outcome::BadGateway => 4.0,
+            Outcome::ServerError | Outcome::Timeout | Outcome::Error => 5.0,
+        }
+    }
+
     pub fn failed(self) -> bool {
         !matches!(self, Outcome::Ok | Outcome::Open)
     }
@@ -246,8 +259,16 @@ pub struct RequestSample {
     pub kind: &'static str,
     pub start_ms: f64,
     pub end_ms: f64,
-    /// The row on the timeline chart (0 is the readiness lane).
+    /// The request's number in start order.
     pub lane: u64,
+    /// Its height on the timeline chart: the outcome's row ([`Outcome::row`])
+    /// give or take 0.2, by `lane`, so that requests on one row do not hide
+    /// each other completely.
+    pub row: f64,
+    /// Where the chart ends the request's segment: `end_ms`, or a little
+    /// later for a request so short that its segment would be thinner than
+    /// a pixel (1/150 of the run). `end_ms` keeps the measured end.
+    pub shown_end_ms: f64,
     /// Which backend answered: 0 the server being deployed, 1 the peer, -1
     /// the balancer itself or nobody.
     pub backend: i64,
@@ -462,12 +483,17 @@ pub async fn run_deploy(scenario: Scenario, config: &Config) -> Result<Deploy> {
     });
     let in_flight_at_close = first(&events, "db_closed").map(|event| event.value);
 
-    // Lanes by start time, after the readiness lane 0.
+    // Numbers in start order; rows by outcome.
     samples.sort_by(|left, right| left.start_ms.total_cmp(&right.start_ms));
     for (index, sample) in samples.iter_mut().enumerate() {
         sample.start_ms = relative(sample.start_ms);
         sample.end_ms = relative(sample.end_ms);
         sample.lane = index as u64 + 1;
+        sample.row = sample.result.row() + ((index % 5) as f64 - 2.0) * 0.1;
+    }
+    let visible = relative(run_end) / 150.0;
+    for sample in &mut samples {
+        sample.shown_end_ms = sample.end_ms.max(sample.start_ms + visible);
     }
 
     let count = |predicate: &dyn Fn(&RequestSample) -> bool| {
@@ -579,6 +605,8 @@ fn request_sample(
         start_ms: start,
         end_ms: mono_ms(),
         lane: 0,
+        row: 0.0,
+        shown_end_ms: 0.0,
         backend: answer.backend,
         outcome: result.name(),
         upstream_close: answer.upstream_close,
@@ -820,25 +848,32 @@ pub async fn probe_own_server(variant: Variant, config: &Config) -> Result<probe
     probe::probe(&probe::parse_args(&args)?).await
 }
 
-/// Writes one deploy's records: a timeline sample per request (series
-/// `<scenario>/<outcome>`), the readiness lane, and the summary.
+/// Writes one deploy's records: a timeline sample per request, the
+/// readiness lane, and the summary.
+///
+/// Timeline series are `<scenario>/<kind>` (work, slow, stream) and
+/// `<scenario>/not-ready`: every deploy has all four by construction, so a
+/// chart can list them whatever the run's outcomes were. The outcome is the
+/// sample's row.
 pub fn write_deploy(deploy: &Deploy, out: &mut Output) -> Result<()> {
     let name = deploy.scenario.series();
     for sample in &deploy.samples {
-        out.sample(&format!("{name}/{}", sample.outcome), sample)?;
+        out.sample(&format!("{name}/{}", sample.kind), sample)?;
     }
     #[derive(Serialize)]
     struct Lane {
         start_ms: f64,
         end_ms: f64,
-        lane: u64,
+        shown_end_ms: f64,
+        row: f64,
     }
     out.sample(
         &format!("{name}/not-ready"),
         &Lane {
             start_ms: deploy.not_ready_span.0,
             end_ms: deploy.not_ready_span.1,
-            lane: 0,
+            shown_end_ms: deploy.not_ready_span.1,
+            row: -1.0,
         },
     )?;
     out.summary_of(name, &deploy.summary)
