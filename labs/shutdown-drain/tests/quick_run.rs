@@ -1,0 +1,53 @@
+//! The whole lab in quick mode, called in-process as the workspace tests and
+//! the xtask call it: every record it promises the charts, in the right
+//! direction. (The per-deploy tests in `deploys.rs` hold the exact claims.)
+
+use lab_kit::{Mode, Output, Record};
+use lab_shutdown_drain::{Config, SLUG, Scenario, run};
+
+fn number(out: &Output, series: &str, field: &str) -> f64 {
+    out.summary(series)
+        .unwrap_or_else(|| panic!("no summary for {series}"))
+        .number(field)
+        .unwrap_or_else(|error| panic!("{error:#}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quick_run_writes_every_series_the_charts_need() {
+    let mut config = Config::for_mode(Mode::Quick);
+    config.server_exe = env!("CARGO_BIN_EXE_lab-shutdown-drain").into();
+    let mut out = Output::collect();
+    run(Mode::Quick, &config, &mut out)
+        .await
+        .expect("the quick run completes");
+    let Record::Meta(meta) = &out.records()[0] else {
+        panic!("the first record is meta")
+    };
+    assert_eq!(meta.lab, SLUG);
+    assert_eq!(meta.time_scale, config.time_scale);
+
+    for scenario in Scenario::ALL {
+        let name = scenario.series();
+        for kind in ["work", "slow", "stream", "not-ready"] {
+            let series = format!("{name}/{kind}");
+            assert!(out.samples(&series).count() > 0, "no samples for {series}");
+        }
+    }
+    // Direction, with room for a noisy machine: the naive deploy fails more
+    // than the full sequence, and each ends the way its variant must.
+    assert!(number(&out, "exit-at-once", "failed") > number(&out, "full", "failed"));
+    assert_eq!(number(&out, "exit-at-once", "exit_code"), 143.0);
+    assert_eq!(number(&out, "graceful-only", "exit_code"), 137.0);
+    assert_eq!(number(&out, "full", "exit_code"), 0.0);
+    assert_eq!(number(&out, "full-stuck-stream", "exit_code"), 1.0);
+    for scenario in Scenario::ALL {
+        assert_eq!(number(&out, scenario.series(), "lost_writes"), 0.0);
+    }
+    // The probe agrees with the deploys on the same server.
+    assert_eq!(number(&out, "probe/exit-at-once", "exit_code"), 143.0);
+    assert_eq!(number(&out, "probe/full", "exit_code"), 0.0);
+    assert_eq!(number(&out, "probe/full", "in_flight_failed"), 0.0);
+    // The simulation: checking the database in liveness restarts the fleet.
+    assert!(number(&out, "liveness-checks-db", "restarts") > 0.0);
+    assert_eq!(number(&out, "liveness-checks-process", "restarts"), 0.0);
+}
