@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use backoff_sim::{SimConfig, Strategy, average, simulate};
-use lab_kit::{Meta, Mode, Output, machine::Machine, time::now_rfc3339};
+use lab_kit::{Meta, Mode, Output};
 use serde::Serialize;
 
 /// The lab's slug: its folder, chapter, data file and charts.
@@ -197,14 +197,7 @@ pub fn simulation(config: &Config, out: &mut Output) -> Result<()> {
 
 /// The whole lab, as records on `out`.
 pub async fn run(mode: Mode, config: &Config, out: &mut Output) -> Result<()> {
-    out.meta(Meta {
-        lab: SLUG.into(),
-        mode,
-        started: now_rfc3339(),
-        time_scale: 1.0,
-        params: lab_kit::record::to_fields(config)?,
-        machine: Machine::collect(),
-    })?;
+    out.meta(Meta::describe(SLUG, mode, 1.0, config)?)?;
     simulation(config, out).context("the simulation sweep")?;
     live::storm(config, out)
         .await

@@ -19,9 +19,7 @@ use std::{
 use anyhow::{Context, Result, ensure};
 use lab_kit::{
     Meta, Mode, Output,
-    machine::Machine,
     stats::{Latencies, percentile},
-    time::now_rfc3339,
 };
 use serde::Serialize;
 
@@ -262,14 +260,7 @@ pub struct VariantSummary {
 
 /// The whole lab: every variant in turn, as records on `out`.
 pub async fn run(mode: Mode, config: &Config, out: &mut Output) -> Result<()> {
-    out.meta(Meta {
-        lab: SLUG.into(),
-        mode,
-        started: now_rfc3339(),
-        time_scale: 1.0,
-        params: lab_kit::record::to_fields(config)?,
-        machine: Machine::collect(),
-    })?;
+    out.meta(Meta::describe(SLUG, mode, 1.0, config)?)?;
     for variant in &config.variants {
         eprintln!(
             "blocking-lag: {} ({}, {} x {} report)",

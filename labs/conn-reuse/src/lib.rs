@@ -17,11 +17,9 @@ use anyhow::{Context, Result, ensure};
 use axum::{Router, routing::get};
 use lab_kit::{
     Meta, Mode, Output,
-    machine::Machine,
     procnet::{TcpState, count_at, count_toward, resets_sent},
     server::spawn_axum,
     stats::{Latencies, median},
-    time::now_rfc3339,
 };
 use serde::Serialize;
 
@@ -278,14 +276,7 @@ pub struct SweepPoint {
 
 /// The whole lab: every setup, then the sweep, as records on `out`.
 pub async fn run(mode: Mode, config: &Config, out: &mut Output) -> Result<()> {
-    out.meta(Meta {
-        lab: SLUG.into(),
-        mode,
-        started: now_rfc3339(),
-        time_scale: 1.0,
-        params: lab_kit::record::to_fields(config)?,
-        machine: Machine::collect(),
-    })?;
+    out.meta(Meta::describe(SLUG, mode, 1.0, config)?)?;
     for setup in Setup::ALL {
         eprintln!(
             "conn-reuse: {} ({} x {} requests)",

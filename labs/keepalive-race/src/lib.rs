@@ -26,7 +26,7 @@ use std::{
 };
 
 use anyhow::{Context, Result, ensure};
-use lab_kit::{Meta, Mode, Output, Record, machine::Machine, time::now_rfc3339};
+use lab_kit::{Meta, Mode, Output, Record};
 use serde::Serialize;
 
 use crate::{
@@ -939,14 +939,7 @@ pub async fn reqwest_race(config: &Config, out: &mut Output) -> Result<()> {
 
 /// Every part, as records on `out`.
 pub async fn run(mode: Mode, config: &Config, out: &mut Output) -> Result<()> {
-    out.meta(Meta {
-        lab: SLUG.into(),
-        mode,
-        started: now_rfc3339(),
-        time_scale: config.time_scale,
-        params: lab_kit::record::to_fields(config)?,
-        machine: Machine::collect(),
-    })?;
+    out.meta(Meta::describe(SLUG, mode, config.time_scale, config)?)?;
     eprintln!(
         "keepalive-race: time compressed {}x (a 60 s timeout runs as {:?})",
         config.time_scale,

@@ -50,6 +50,26 @@ fn one() -> f64 {
     1.0
 }
 
+impl Meta {
+    /// The meta record of a run starting now on this machine: the lab's slug,
+    /// its mode, its time compression (1 for none) and its `Config`.
+    pub fn describe(
+        lab: &str,
+        mode: Mode,
+        time_scale: f64,
+        params: &impl Serialize,
+    ) -> Result<Meta> {
+        Ok(Meta {
+            lab: lab.to_string(),
+            mode,
+            started: crate::time::now_rfc3339(),
+            time_scale,
+            params: to_fields(params)?,
+            machine: Machine::collect(),
+        })
+    }
+}
+
 /// A sample or a summary: a named series and flat, scalar fields.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -24,7 +24,7 @@ use std::{
 };
 
 use anyhow::{Context, Result, bail, ensure};
-use lab_kit::{Meta, Mode, Output, machine::Machine, time::now_rfc3339};
+use lab_kit::{Meta, Mode, Output};
 use serde::Serialize;
 use tokio::{sync::watch, task::JoinSet};
 
@@ -762,14 +762,7 @@ async fn stream_client(
 /// The whole lab: every scenario as timeline samples and a summary, then the
 /// liveness simulation of the health-check chapter.
 pub async fn run(mode: Mode, config: &Config, out: &mut Output) -> Result<()> {
-    out.meta(Meta {
-        lab: SLUG.into(),
-        mode,
-        started: now_rfc3339(),
-        time_scale: config.time_scale,
-        params: lab_kit::record::to_fields(config)?,
-        machine: Machine::collect(),
-    })?;
+    out.meta(Meta::describe(SLUG, mode, config.time_scale, config)?)?;
     ensure!(
         config.hard_deadline_ms < config.termination_grace_ms,
         "the hard deadline must be below the orchestrator's grace period"
