@@ -67,6 +67,9 @@ impl Browser {
         let mut driver = command
             .spawn()
             .with_context(|| format!("starting {}", driver_path.display()))?;
+        // Chromium starts in chromedriver's process group, so killing the
+        // group ends both, on drop or when the xtask is stopped by a signal.
+        crate::reaper::register(driver.id() as libc::pid_t);
         let stdout = driver
             .stdout
             .take()
@@ -87,8 +90,7 @@ impl Browser {
                 bail!("chromedriver did not report its port within 15 s");
             }
         };
-        let profile =
-            env::temp_dir().join(format!("labbook-chromium-{}-{port}", std::process::id()));
+        let profile = profiles_dir().join(format!("{}-{port}", std::process::id()));
         let mut browser = Browser {
             driver,
             port,
@@ -237,6 +239,27 @@ impl Browser {
     }
 }
 
+/// Chromium's throwaway profiles live under target/, not /tmp, and a profile
+/// left by an xtask that was killed is removed the next time one starts.
+fn profiles_dir() -> PathBuf {
+    let dir = crate::project::Project::locate()
+        .root
+        .join("target/browser-profiles");
+    if let Ok(entries) = std::fs::read_dir(&dir) {
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let owner: Option<libc::pid_t> =
+                name.split('-').next().and_then(|pid| pid.parse().ok());
+            // SAFETY: signal 0 only asks whether the process exists.
+            let alive = owner.is_some_and(|pid| unsafe { libc::kill(pid, 0) == 0 });
+            if !alive {
+                let _ = std::fs::remove_dir_all(entry.path());
+            }
+        }
+    }
+    dir
+}
+
 fn dechunk(body: &str) -> Result<String> {
     let mut out = String::new();
     let mut rest = body;
@@ -265,6 +288,7 @@ impl Drop for Browser {
         }
         kill_group(&self.driver);
         let _ = self.driver.wait();
+        crate::reaper::unregister(self.driver.id() as libc::pid_t);
         let _ = std::fs::remove_dir_all(&self.profile);
     }
 }

@@ -7,6 +7,7 @@ mod browser_checks;
 mod charts;
 mod data;
 mod project;
+mod reaper;
 mod runner;
 mod serve;
 mod tidy;
@@ -67,6 +68,7 @@ fn usage(message: impl Into<String>) -> anyhow::Error {
 }
 
 fn main() -> ExitCode {
+    reaper::install();
     let arguments: Vec<String> = std::env::args().skip(1).collect();
     match dispatch(&arguments) {
         Ok(()) => ExitCode::SUCCESS,

@@ -42,6 +42,11 @@ enum Event {
 struct GroupGuard(libc::pid_t);
 
 impl GroupGuard {
+    fn new(group: libc::pid_t) -> GroupGuard {
+        crate::reaper::register(group);
+        GroupGuard(group)
+    }
+
     fn kill(&self) {
         // SAFETY: kill(2) with a negative pid signals a process group; it has
         // no memory-safety preconditions.
@@ -59,6 +64,7 @@ impl GroupGuard {
 impl Drop for GroupGuard {
     fn drop(&mut self) {
         self.kill();
+        crate::reaper::unregister(self.0);
     }
 }
 
@@ -143,7 +149,7 @@ pub fn run_lab_command(
     let mut child = command
         .spawn()
         .with_context(|| format!("starting {program}"))?;
-    let group = GroupGuard(child.id() as libc::pid_t);
+    let group = GroupGuard::new(child.id() as libc::pid_t);
     let stdout = child.stdout.take().context("the lab's stdout is piped")?;
     let stderr = child.stderr.take().context("the lab's stderr is piped")?;
 
