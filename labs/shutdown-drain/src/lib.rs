@@ -345,13 +345,26 @@ pub struct Deploy {
     pub not_ready_span: (f64, f64),
 }
 
+/// The server child's timing flags, the same for a deploy and for the probe run
+/// of the lab's own server, so the two cannot drift apart.
+fn server_timing_args(config: &Config) -> Vec<String> {
+    vec![
+        "--drain-wait-ms".into(),
+        config.drain_wait_ms.to_string(),
+        "--deadline-ms".into(),
+        config.hard_deadline_ms.to_string(),
+        "--slow-ms".into(),
+        config.slow_ms.to_string(),
+    ]
+}
+
 /// Runs `scenario` once: start the server, route traffic, deploy, check the database.
 pub async fn run_deploy(scenario: Scenario, config: &Config) -> Result<Deploy> {
     let scratch = tempfile::tempdir().context("creating a temp dir")?;
     let db = scratch.path().join("server.db");
     let port_file = scratch.path().join("port");
     let events_file = scratch.path().join("events.jsonl");
-    let args: Vec<String> = vec![
+    let mut args: Vec<String> = vec![
         "__server".into(),
         "--variant".into(),
         scenario.variant().name().into(),
@@ -361,15 +374,10 @@ pub async fn run_deploy(scenario: Scenario, config: &Config) -> Result<Deploy> {
         port_file.display().to_string(),
         "--events".into(),
         events_file.display().to_string(),
-        "--drain-wait-ms".into(),
-        config.drain_wait_ms.to_string(),
-        "--deadline-ms".into(),
-        config.hard_deadline_ms.to_string(),
-        "--slow-ms".into(),
-        config.slow_ms.to_string(),
         "--tick-ms".into(),
         config.stream_tick_ms.to_string(),
     ];
+    args.extend(server_timing_args(config));
     let mut child = ChildGuard::spawn(&config.server_exe, &args, Stdio::null())
         .with_context(|| format!("starting the server {}", config.server_exe.display()))?;
     let port = wait_for_port_file(&port_file, &mut child, Duration::from_secs(10)).await?;
@@ -817,13 +825,11 @@ pub async fn probe_own_server(variant: Variant, config: &Config) -> Result<probe
         port.to_string(),
         "--db".into(),
         scratch.path().join("probe.db").display().to_string(),
-        "--drain-wait-ms".into(),
-        config.drain_wait_ms.to_string(),
-        "--deadline-ms".into(),
-        config.hard_deadline_ms.to_string(),
-        "--slow-ms".into(),
-        config.slow_ms.to_string(),
     ];
+    let command: Vec<String> = command
+        .into_iter()
+        .chain(server_timing_args(config))
+        .collect();
     let mut args: Vec<String> = [
         "--port",
         &port.to_string(),
