@@ -42,8 +42,11 @@ async fn quick_run_shows_reuse_and_its_absence() {
     // ...and those connections end with a reset, not a FIN (the kernel counter
     // is machine-wide, so only a lower bound is safe to assert).
     assert!(count(&unread, "resets_sent") >= requests / 2, "{unread:?}");
-    // HTTP/2 multiplexes every request over one connection.
-    assert_eq!(count(&summary("http2"), "connections"), 1);
+    // HTTP/2 multiplexes every request over one connection, nearly always:
+    // the pool's checkout-or-connect race can leave a second one (about 1 run
+    // in 100; see examples/h2_second_connection.rs), never dozens.
+    let http2 = count(&summary("http2"), "connections");
+    assert!((1..=3).contains(&http2), "http2 opened {http2} connections");
 
     // A shared pool reuses connections. It does not stay at `in_flight`:
     // hyper-util races a new connection against the pool and keeps the loser

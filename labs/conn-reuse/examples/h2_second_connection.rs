@@ -1,0 +1,53 @@
+//! How often one shared HTTP/2 client opens a second connection.
+//!
+//! The `http2` setup of the lab usually accepts exactly one connection, but the
+//! race in hyper-util's pool (a checkout and a new connection started side by
+//! side) sometimes leaves a second one. This loop measures how often:
+//!
+//! ```console
+//! $ cargo run --release -p lab-conn-reuse --example h2_second_connection -- 400
+//! ```
+//!
+//! Each round is a fresh server and a fresh client: 100 requests, 50 in flight.
+//! It prints one line: how many rounds accepted 1, 2, ... connections.
+
+use std::collections::BTreeMap;
+use std::process::ExitCode;
+
+use lab_conn_reuse::{Setup, measure};
+
+/// Rounds when no count is given, and the most the loop accepts (each round
+/// takes a few milliseconds, so the loop stays well under a minute).
+const DEFAULT_ROUNDS: usize = 400;
+const MAX_ROUNDS: usize = 5_000;
+
+#[tokio::main(flavor = "multi_thread")]
+async fn main() -> ExitCode {
+    let rounds = match std::env::args().nth(1).map(|arg| arg.parse::<usize>()) {
+        None => DEFAULT_ROUNDS,
+        Some(Ok(rounds)) if (1..=MAX_ROUNDS).contains(&rounds) => rounds,
+        Some(_) => {
+            eprintln!("error: the number of rounds must be a whole number from 1 to {MAX_ROUNDS}");
+            return ExitCode::from(2);
+        }
+    };
+    let mut accepted: BTreeMap<u64, usize> = BTreeMap::new();
+    for _ in 0..rounds {
+        match measure(Setup::Http2, 100, 50, 64).await {
+            Ok(summary) => *accepted.entry(summary.connections).or_default() += 1,
+            Err(error) => {
+                eprintln!("error: {error:#}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    let counts: Vec<String> = accepted
+        .iter()
+        .map(|(connections, rounds)| format!("{connections} connection(s): {rounds} rounds"))
+        .collect();
+    println!(
+        "{rounds} rounds of 100 HTTP/2 requests, 50 in flight: {}",
+        counts.join(", ")
+    );
+    ExitCode::SUCCESS
+}
