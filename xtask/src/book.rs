@@ -5,6 +5,9 @@
 //!   chart and a caption naming the run that fed it;
 //! - `{{#table <slug> <sample|summary> <field,...> [series,...]}}`: a table of
 //!   records, so numbers in a chapter come from the data, not from prose;
+//! - `{{#value <slug> <series> <field>}}`: one field of one summary record,
+//!   inline, so a number quoted in a sentence is the number of the run; its
+//!   tooltip names the data file, the series and the field;
 //! - `{{#widget <name>}}`: the container and the module script of a widget.
 //!
 //! A directive preceded by a backslash is left as text (without the backslash).
@@ -84,11 +87,7 @@ pub fn build(project: &Project, data_dir: &Path) -> Result<PathBuf> {
             size.name
         );
     }
-    let mut lab_data = LabData::load(project, data_dir)?;
-    lab_data.widgets = widgets::discover(project)?
-        .into_iter()
-        .map(|widget| widget.name)
-        .collect();
+    let lab_data = LabData::load(project, data_dir)?;
     let mut book =
         MDBook::load(&project.root).map_err(|error| anyhow!("loading the book: {error:#}"))?;
     let mut failures = Vec::new();
@@ -158,7 +157,7 @@ pub fn expand(text: &str, to_root: &str, lab_data: &LabData) -> Result<String> {
     while let Some(start) = rest.find("{{#") {
         let (before, from_directive) = rest.split_at(start);
         let end = from_directive.find("}}").map(|end| end + 2);
-        let is_ours = ["{{#chart ", "{{#table ", "{{#widget "]
+        let is_ours = ["{{#chart ", "{{#table ", "{{#value ", "{{#widget "]
             .iter()
             .any(|prefix| from_directive.starts_with(prefix));
         match (is_ours, end) {
@@ -180,7 +179,7 @@ pub fn expand(text: &str, to_root: &str, lab_data: &LabData) -> Result<String> {
                 rest = &from_directive[end..];
             }
             (true, None) => {
-                bail!("a {{{{#chart, #table or #widget directive is not closed with }}}}")
+                bail!("a {{{{#chart, #table, #value or #widget directive is not closed with }}}}")
             }
             (false, _) => {
                 // Someone else's directive ({{#include}}): leave it for mdBook.
@@ -215,6 +214,15 @@ fn expand_one(directive: &str, to_root: &str, lab_data: &LabData) -> Result<Stri
                 .unwrap_or_default();
             ensure!(words.next().is_none(), "too many words");
             data_table(slug, kind, &fields, &series, lab_data)
+        }
+        Some("value") => {
+            let usage = "usage: {{#value <slug> <series> <field>}}";
+            let (Some(slug), Some(series), Some(field), None) =
+                (words.next(), words.next(), words.next(), words.next())
+            else {
+                bail!("{usage}");
+            };
+            data_value(slug, series, field, lab_data)
         }
         Some("widget") => {
             let name = words.next().context("usage: {{#widget <name>}}")?;
@@ -307,9 +315,93 @@ fn data_table(
     Ok(table)
 }
 
+fn data_value(slug: &str, series: &str, field: &str, lab_data: &LabData) -> Result<String> {
+    let run = lab_data.run(slug)?;
+    let mut found = run
+        .points(PointKind::Summary)
+        .iter()
+        .filter(|point| point.series == series);
+    let point = found
+        .next()
+        .with_context(|| format!("no summary record for series {series:?}"))?;
+    ensure!(
+        found.next().is_none(),
+        "more than one summary record for series {series:?}: which one is meant?"
+    );
+    let value = point
+        .values
+        .get(field)
+        .with_context(|| format!("series {series:?} has no field {field:?}"))?;
+    Ok(format!(
+        "<span class=\"lab-value\" title=\"book/data/{slug}.jsonl: {} / {}\">{}</span>",
+        html_escape(series),
+        html_escape(field),
+        html_escape(&value.display())
+    ))
+}
+
 fn html_escape(text: &str) -> String {
     text.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
         .replace('"', "&quot;")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const RUN: &str = concat!(
+        r#"{"type":"meta","data":{"lab":"demo","mode":"quick","started":"2026-11-29T18:00:00Z","time_scale":1.0,"params":{},"machine":{"cpu":"Test CPU","cores":2,"os":"linux","kernel":"6.1","rustc":"rustc 1","crates":{}}}}"#,
+        "\n",
+        r#"{"type":"summary","data":{"series":"a/b","values":{"n":77,"ms":3.70333,"why":"x<y"}}}"#,
+        "\n",
+        r#"{"type":"summary","data":{"series":"twice","values":{"n":1}}}"#,
+        "\n",
+        r#"{"type":"summary","data":{"series":"twice","values":{"n":2}}}"#,
+        "\n",
+    );
+
+    fn lab_data() -> LabData {
+        LabData {
+            data_dir: PathBuf::from("book/data"),
+            specs: HashMap::from([("demo".to_string(), Vec::new())]),
+            runs: HashMap::from([("demo".to_string(), RunData::parse(RUN).unwrap())]),
+            widgets: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_value_is_the_number_of_the_run_and_names_its_source() {
+        let text = "opened {{#value demo a/b n}} connections in {{#value demo a/b ms}} ms";
+        let out = expand(text, "", &lab_data()).unwrap();
+        assert!(out.contains(">77</span> connections"), "{out}");
+        assert!(out.contains(">3.70</span> ms"), "{out}");
+        assert!(
+            out.contains("title=\"book/data/demo.jsonl: a/b / n\""),
+            "{out}"
+        );
+        let escaped = expand("{{#value demo a/b why}}", "", &lab_data()).unwrap();
+        assert!(escaped.contains(">x&lt;y</span>"), "{escaped}");
+        let literal = expand("\\{{#value demo a/b n}}", "", &lab_data()).unwrap();
+        assert_eq!(literal, "{{#value demo a/b n}}");
+    }
+
+    #[test]
+    fn a_value_that_is_not_one_field_of_one_record_is_an_error() {
+        for (text, expected) in [
+            (
+                "{{#value demo nobody n}}",
+                "no summary record for series \"nobody\"",
+            ),
+            ("{{#value demo a/b missing}}", "has no field \"missing\""),
+            ("{{#value demo twice n}}", "more than one summary record"),
+            ("{{#value demo a/b}}", "usage: {{#value"),
+            ("{{#value other a/b n}}", "no lab named \"other\""),
+        ] {
+            let message = format!("{:#}", expand(text, "", &lab_data()).unwrap_err());
+            assert!(message.contains(expected), "{text}: {message}");
+            assert!(message.starts_with("line 1: "), "{text}: {message}");
+        }
+    }
 }
