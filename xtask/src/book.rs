@@ -103,8 +103,15 @@ pub fn build(project: &Project, data_dir: &Path) -> Result<PathBuf> {
         .map_err(|error| anyhow!("building the book: {error:#}"))?;
 
     // mdBook empties its output folder when it renders, so the charts and the
-    // data they came from are copied in afterwards.
+    // data they came from are copied in afterwards. It also copies book/data
+    // (the reference runs) as a plain folder; the book links to lab-data/,
+    // the runs it was actually drawn from, so that copy goes.
     let out = project.book_out();
+    let copied_reference = out.join("data");
+    if copied_reference.is_dir() {
+        fs::remove_dir_all(&copied_reference)
+            .with_context(|| format!("removing {}", copied_reference.display()))?;
+    }
     copy_dir(&project.charts_dir(), &out.join("charts"))?;
     copy_dir(&project.root.join("target/widgets"), &out.join("widgets"))?;
     let data_out = out.join("lab-data");
@@ -213,7 +220,7 @@ fn expand_one(directive: &str, to_root: &str, lab_data: &LabData) -> Result<Stri
                 .map(|list| list.split(',').collect())
                 .unwrap_or_default();
             ensure!(words.next().is_none(), "too many words");
-            data_table(slug, kind, &fields, &series, lab_data)
+            data_table(slug, kind, &fields, &series, to_root, lab_data)
         }
         Some("value") => {
             let usage = "usage: {{#value <slug> <series> <field>}}";
@@ -269,6 +276,7 @@ fn data_table(
     kind: PointKind,
     fields: &[&str],
     series: &[&str],
+    to_root: &str,
     lab_data: &LabData,
 ) -> Result<String> {
     let run = lab_data.run(slug)?;
@@ -309,7 +317,8 @@ fn data_table(
         table.push('\n');
     }
     table.push_str(&format!(
-        "\n<p class=\"table-caption\">Lab <code>{slug}</code>, {}.</p>\n",
+        "\n<p class=\"table-caption\">Lab <code>{slug}</code>, {}. \
+         <a href=\"{to_root}lab-data/{slug}.jsonl\">Data</a>.</p>\n",
         html_escape(&run.caption())
     ));
     Ok(table)

@@ -34,11 +34,13 @@ Tasks:
         DIR/<slug>.jsonl (default book/data, the committed reference runs)
   charts [--data DIR]
         draw every chart from DIR (default book/data) into target/charts
-  book [--no-run] [--full]
+  book [--no-run | --data DIR] [--full]
         run every lab (quick mode unless --full) into target/data, draw the
         charts and build the book into target/book; with --no-run, build from
-        the committed reference runs in book/data instead
-  serve [--port N] [--no-run]
+        the committed reference runs in book/data instead; with --data DIR,
+        build from the runs in DIR and the reference runs for the labs DIR
+        has no run of (e.g. after `lab <slug> --full --out DIR`)
+  serve [--port N] [--no-run | --data DIR]
         build the book as `book` does, then serve it on http://127.0.0.1:N
         (default 3000) until Ctrl-C
   test  everything CI checks: cargo fmt --check, clippy -D warnings,
@@ -102,13 +104,13 @@ fn dispatch(arguments: &[String]) -> Result<()> {
             Ok(())
         }
         "book" => {
-            flags.allow(&["--no-run", "--full"])?;
+            flags.allow(&["--no-run", "--data", "--full"])?;
             let index = book_task(&project, &flags)?;
             println!("{}", index.display());
             Ok(())
         }
         "serve" => {
-            flags.allow(&["--no-run", "--full", "--port"])?;
+            flags.allow(&["--no-run", "--data", "--full", "--port"])?;
             let port = match flags.value("--port") {
                 Some(text) => text
                     .parse()
@@ -245,14 +247,65 @@ fn lab_task(project: &Project, flags: &Flags) -> Result<()> {
 }
 
 fn book_task(project: &Project, flags: &Flags) -> Result<PathBuf> {
+    if flags.has("--no-run") && flags.has("--data") {
+        return Err(usage("--no-run and --data each choose the data; give one"));
+    }
     let data_dir = if flags.has("--no-run") {
         project.reference_data()
+    } else if let Some(own) = flags.path("--data") {
+        overlay_runs(project, &own)?
     } else {
         let data_dir = project.fresh_data();
         run_labs(project, &project.labs()?, flags.mode()?, &data_dir)?;
         data_dir
     };
     book::build(project, &data_dir)
+}
+
+/// The reader's runs in `own` laid over the reference runs, in
+/// target/data-overlay: one file per lab, the reader's where there is one.
+/// Each file is checked as it is copied, so a corrupt run is named here.
+fn overlay_runs(project: &Project, own: &std::path::Path) -> Result<PathBuf> {
+    if !own.is_dir() {
+        return Err(usage(format!(
+            "--data {}: no such directory",
+            own.display()
+        )));
+    }
+    let merged = project.root.join("target/data-overlay");
+    if merged.exists() {
+        std::fs::remove_dir_all(&merged)
+            .with_context(|| format!("clearing {}", merged.display()))?;
+    }
+    std::fs::create_dir_all(&merged).with_context(|| format!("creating {}", merged.display()))?;
+    let mut yours = Vec::new();
+    for lab in project.labs()? {
+        let name = format!("{}.jsonl", lab.slug);
+        let from = if own.join(&name).is_file() {
+            yours.push(lab.slug.clone());
+            own.join(&name)
+        } else {
+            project.reference_data().join(&name)
+        };
+        if !from.is_file() {
+            continue;
+        }
+        data::RunData::load(&from)?;
+        std::fs::copy(&from, merged.join(&name))
+            .with_context(|| format!("copying {}", from.display()))?;
+    }
+    if yours.is_empty() {
+        return Err(usage(format!(
+            "--data {}: no <lab>.jsonl run in it (make one with `cargo xtask lab <slug> --out {}`)",
+            own.display(),
+            own.display()
+        )));
+    }
+    eprintln!(
+        "book: your runs of {}; reference runs for the rest",
+        yours.join(", ")
+    );
+    Ok(merged)
 }
 
 /// One row of the timing report.

@@ -274,7 +274,28 @@ pub struct Watched {
     pub window_ms: f64,
     /// What the server was configured with, production seconds (0: nothing).
     pub configured_s: f64,
+    /// The same for a reader: `none` for no timeout at all, else seconds.
+    pub configured: String,
+    /// When the server closed the connection, for a reader: seconds, or
+    /// `still open at N s` (the end of the window) when it never did.
+    pub closed_at: String,
     pub advertised: String,
+}
+
+/// The two reader-facing columns of [`Watched`]: a server with no timeout
+/// says `none`, not `0 s`, and a connection that outlived the window says so
+/// instead of showing the window's length as if it were a close time.
+fn describe_close(
+    configured_s: Option<f64>,
+    closed_s: Option<f64>,
+    window_s: f64,
+) -> (String, String) {
+    let configured = configured_s.map_or_else(|| "none".to_string(), |s| format!("{s:.0} s"));
+    let closed_at = closed_s.map_or_else(
+        || format!("still open at {window_s:.0} s"),
+        |s| format!("{s:.1} s"),
+    );
+    (configured, closed_at)
 }
 
 /// Part 1: the naive client against hyper (idle timeout = hyper's default,
@@ -319,6 +340,11 @@ pub async fn who_closes_first(config: &Config, out: &mut Output) -> Result<()> {
             )?;
         }
         let after_ms = close.closed_after_ms.unwrap_or(close.window_ms);
+        let (configured, closed_at) = describe_close(
+            (configured_s > 0.0).then_some(configured_s),
+            close.closed_after_ms.map(|ms| config.production_s(ms)),
+            config.production_s(close.window_ms),
+        );
         out.summary_of(
             &format!("close/{name}"),
             &Watched {
@@ -331,6 +357,8 @@ pub async fn who_closes_first(config: &Config, out: &mut Output) -> Result<()> {
                 closed_at_production_s: config.production_s(after_ms),
                 window_ms: close.window_ms,
                 configured_s,
+                configured,
+                closed_at,
                 advertised: hint.unwrap_or_else(|| "none".into()),
             },
         )?;
@@ -528,6 +556,11 @@ pub async fn server_defaults(config: &Config, out: &mut Output) -> Result<()> {
         let watched = watched.with_context(|| format!("{name}, {}", scenario.name()))?;
         let window_ms = window.as_secs_f64() * 1000.0;
         let after_ms = watched.first_action_ms().unwrap_or(window_ms);
+        let (configured, closed_at) = describe_close(
+            (configured_s > 0.0).then_some(configured_s),
+            watched.closed.map(|(_, at)| config.production_s(at)),
+            config.production_s(window_ms),
+        );
         out.summary_of(
             &format!("{name}/{}", scenario.name()),
             &Watched {
@@ -541,6 +574,8 @@ pub async fn server_defaults(config: &Config, out: &mut Output) -> Result<()> {
                     .production_s(watched.closed.map_or(window_ms, |(_, at)| at)),
                 window_ms,
                 configured_s,
+                configured,
+                closed_at,
                 advertised: watched.advertised.unwrap_or_else(|| "none".into()),
             },
         )?;
@@ -1000,6 +1035,11 @@ pub async fn run(mode: Mode, config: &Config, out: &mut Output) -> Result<()> {
         let window_ms = config.real_default_window_s * 1000.0;
         let after_ms = watched.first_action_ms().unwrap_or(window_ms);
         // Real time: production seconds are lab seconds in this row.
+        let (_, closed_at) = describe_close(
+            None,
+            watched.closed.map(|(_, at)| at / 1000.0),
+            window_ms / 1000.0,
+        );
         out.summary_of(
             "hyper-default-real-time/idle",
             &Watched {
@@ -1012,6 +1052,8 @@ pub async fn run(mode: Mode, config: &Config, out: &mut Output) -> Result<()> {
                 closed_at_production_s: watched.closed.map_or(window_ms, |(_, at)| at) / 1000.0,
                 window_ms,
                 configured_s: 0.0,
+                configured: "hyper's default".into(),
+                closed_at,
                 advertised: watched.advertised.unwrap_or_else(|| "none".into()),
             },
         )?;
@@ -1029,4 +1071,21 @@ fn copy_records(from: &Output, out: &mut Output) -> Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::describe_close;
+
+    #[test]
+    fn a_missing_timeout_and_a_connection_that_stayed_open_are_said_in_words() {
+        assert_eq!(
+            describe_close(None, None, 110.0),
+            ("none".to_string(), "still open at 110 s".to_string())
+        );
+        assert_eq!(
+            describe_close(Some(30.0), Some(30.0494), 110.0),
+            ("30 s".to_string(), "30.0 s".to_string())
+        );
+    }
 }
