@@ -296,7 +296,9 @@ fn data_table(
         chosen
     };
     ensure!(!points.is_empty(), "no {kind:?} records");
-    let mut table = String::from("\n| series |");
+    // The wrapper lets the theme size data tables apart from prose tables;
+    // the blank line after it makes mdBook read the table inside as Markdown.
+    let mut table = String::from("\n<div class=\"lab-table\">\n\n| series |");
     let mut rule = String::from("|:--|");
     for field in fields {
         table.push_str(&format!(" `{field}` |"));
@@ -318,7 +320,7 @@ fn data_table(
     }
     table.push_str(&format!(
         "\n<p class=\"table-caption\">Lab <code>{slug}</code>, {}. \
-         <a href=\"{to_root}lab-data/{slug}.jsonl\">Data</a>.</p>\n",
+         <a href=\"{to_root}lab-data/{slug}.jsonl\">Data</a>.</p>\n</div>\n",
         html_escape(&run.caption())
     ));
     Ok(table)
