@@ -42,6 +42,21 @@ function themeColours(root) {
   };
 }
 
+// A round step for about `parts` ticks over `range`: 1, 2 or 5 times a power of ten.
+function niceStep(range, parts) {
+  const rough = Math.max(range / parts, 1e-9);
+  const power = 10 ** Math.floor(Math.log10(rough));
+  const step = [1, 2, 5, 10].map((factor) => factor * power).find((candidate) => candidate >= rough);
+  return step;
+}
+
+// Milliseconds as a reader wants them: "750 ms", "12 s", "1.5 s".
+function formatMs(ms) {
+  if (ms < 1000) return `${Math.round(ms)} ms`;
+  const seconds = ms / 1000;
+  return `${Number.isInteger(seconds) ? seconds : seconds.toFixed(1)} s`;
+}
+
 function draw(canvas, flat, strategyName, colours) {
   const context = canvas.getContext('2d');
   const ratio = window.devicePixelRatio || 1;
@@ -53,11 +68,15 @@ function draw(canvas, flat, strategyName, colours) {
   context.fillStyle = colours.bg;
   context.fillRect(0, 0, width, height);
 
-  const left = 48, right = 12, top = 22, bottom = 34;
+  const left = 48, right = 12, top = 30, bottom = 34;
   const plotWidth = width - left - right, plotHeight = height - top - bottom;
   const counts = flat.subarray(HEADER_LEN);
-  let highest = 1;
-  for (const count of counts) highest = Math.max(highest, count);
+  let most = 1;
+  for (const count of counts) most = Math.max(most, count);
+  // The y axis ends on a round number of calls, so its ticks are round too.
+  const yStep = Math.max(1, niceStep(most, 4));
+  const yTicks = Math.ceil(most / yStep);
+  const highest = yStep * yTicks;
   const span = flat[SPAN_MS];
 
   context.strokeStyle = colours.grid;
@@ -66,22 +85,27 @@ function draw(canvas, flat, strategyName, colours) {
   context.lineWidth = 1;
   context.textAlign = 'right';
   context.textBaseline = 'middle';
-  for (let tick = 0; tick <= 4; tick++) {
-    const y = top + plotHeight - (plotHeight * tick) / 4;
+  for (let tick = 0; tick <= yTicks; tick++) {
+    const y = top + plotHeight - (plotHeight * tick) / yTicks;
     context.beginPath();
     context.moveTo(left, y);
     context.lineTo(left + plotWidth, y);
     context.stroke();
-    context.fillText(String(Math.round((highest * tick) / 4)), left - 6, y);
+    context.fillText(String(yStep * tick), left - 6, y);
   }
-  context.textAlign = 'center';
+  // Round times on the x axis; a label too close to the right edge is
+  // right-aligned so it is never cut off.
   context.textBaseline = 'top';
-  for (let tick = 0; tick <= 4; tick++) {
-    const x = left + (plotWidth * tick) / 4;
-    context.fillText(`${Math.round((span * tick) / 4)} ms`, x, top + plotHeight + 6);
+  const xStep = niceStep(span, 5);
+  for (let at = 0; at <= span + 1e-9; at += xStep) {
+    const x = left + (plotWidth * at) / span;
+    const label = formatMs(at);
+    const half = context.measureText(label).width / 2;
+    context.textAlign = x + half > width - 2 ? 'right' : 'center';
+    context.fillText(label, Math.min(x, width - 2), top + plotHeight + 6);
   }
   context.textAlign = 'left';
-  context.fillText(`calls per ${(span / counts.length).toFixed(1)} ms, ${strategyName}`, left, 4);
+  context.fillText(`calls in each ${formatMs(span / counts.length)} slice of time, ${strategyName}`, left, 4);
 
   context.fillStyle = colours.bar;
   const barWidth = plotWidth / counts.length;
@@ -123,6 +147,13 @@ async function main() {
   // wrap on narrow pages, with room between them.
   Object.assign(controls.style, { display: 'flex', flexWrap: 'wrap', gap: '0.4em 1.5em', alignItems: 'center', margin: '0.5em 0' });
   seed.style.width = '6em';
+  // Form controls take the theme's colours, so they are readable in the dark themes.
+  for (const field of [strategy, seed]) {
+    Object.assign(field.style, {
+      background: 'var(--bg)', color: 'var(--fg)',
+      border: '1px solid var(--searchbar-border-color, #888)', borderRadius: '3px', padding: '0.1em 0.3em',
+    });
+  }
   root.replaceChildren(controls, canvas, totals, table);
 
   const rerun = (event) => {
