@@ -2,6 +2,29 @@
 //! SIGKILL) on every exit path: when its guard is dropped, when the lab fails,
 //! when the lab's own process dies.
 //!
+//! Labs that need a second process (a prober that must not share the server's
+//! threads, a server that receives a real SIGTERM) usually re-execute their
+//! own binary with a hidden subcommand: `std::env::current_exe()` plus
+//! `__prober` or `__server`, its settings as `--flag value` pairs (see
+//! [`crate::flags`]). [`ChildGuard`] starts such a child so that nothing is
+//! left behind:
+//!
+//! - **Its own process group** (`setpgid(0, 0)` in the child). A signal meant
+//!   for the child never reaches the lab, and a Ctrl-C in the terminal (sent
+//!   to the terminal's foreground group) reaches the lab alone, which then
+//!   cleans up in order. The other way round, `kill(-pgid)` reaches the child
+//!   and every grandchild it started (a shell wrapper's server, a worker), so
+//!   one call cleans up a whole tree.
+//! - **PR_SET_PDEATHSIG = SIGKILL** (Linux). Destructors do not run when the lab
+//!   itself is killed with SIGKILL (the xtask's kill timer, the OOM killer): no
+//!   guard can help then. The kernel can: it sends the child SIGKILL when its
+//!   parent dies. One catch: "the parent" is the *thread* that forked, so
+//!   start children from a thread that lives as long as they should (a tokio
+//!   worker, the main thread), not from `spawn_blocking`, whose idle threads
+//!   exit after ten seconds and would take the child with them.
+//! - **The guard's `Drop`** sends SIGKILL to the group and reaps the child, so
+//!   an early `?` return, a panic or a timeout leaves no process and no zombie.
+//!
 //! The lab signals the child itself (SIGTERM to its pid, as an orchestrator
 //! signals a container's PID 1), and keeps SIGKILL to the group for cleanup.
 
@@ -70,28 +93,37 @@ impl ChildGuard {
         args: &[impl AsRef<OsStr>],
         stdout: Stdio,
     ) -> Result<ChildGuard> {
-        let program = program.as_ref();
         let mut command = Command::new(program);
         command
             .args(args)
             .stdin(Stdio::null())
             .stdout(stdout)
-            .stderr(Stdio::inherit())
-            // Its own process group: a signal meant for the child (and any
-            // grandchildren a shell wrapper starts) never hits the lab, and
-            // `kill(-pgid)` reaches all of them.
-            .process_group(0);
+            .stderr(Stdio::inherit());
+        ChildGuard::spawn_command(command)
+    }
+
+    /// Starts a prepared command (its program, arguments and stdio as the
+    /// caller set them) in its own process group, with PR_SET_PDEATHSIG.
+    pub fn spawn_command(mut command: Command) -> Result<ChildGuard> {
+        let program = command.get_program().to_string_lossy().into_owned();
+        // Its own process group: a signal meant for the child (and any
+        // grandchildren a shell wrapper starts) never hits the lab, and
+        // `kill(-pgid)` reaches all of them.
+        command.process_group(0);
+        let lab_pid = std::process::id();
         // SAFETY: the closure runs in the forked child before exec and calls
         // only prctl and getppid, both async-signal-safe.
         unsafe {
-            command.pre_exec(|| {
+            command.pre_exec(move || {
                 // If the lab dies (even by SIGKILL, where no destructor runs),
-                // the kernel sends SIGKILL to this child: no orphan server.
+                // the kernel sends SIGKILL to this child: no orphan process.
                 if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
                     return Err(io::Error::last_os_error());
                 }
-                // The parent may have died between fork and prctl.
-                if libc::getppid() == 1 {
+                // The lab may have died between fork and prctl; then the
+                // child was already re-parented (to init or a subreaper) and
+                // no death signal will ever come.
+                if u32::try_from(libc::getppid()).ok() != Some(lab_pid) {
                     return Err(io::Error::other("the parent died before exec"));
                 }
                 Ok(())
@@ -99,7 +131,7 @@ impl ChildGuard {
         }
         let child = command
             .spawn()
-            .with_context(|| format!("starting {:?}", program.to_string_lossy()))?;
+            .with_context(|| format!("starting {program:?}"))?;
         let pid = i32::try_from(child.id()).context("a pid that does not fit in i32")?;
         Ok(ChildGuard {
             child,
@@ -112,9 +144,16 @@ impl ChildGuard {
         self.pid
     }
 
-    /// The child's stdout, if it was piped.
+    /// The child's stdout, if it was piped. (Async code can wrap it with
+    /// `tokio::process::ChildStdout::from_std`.)
     pub fn take_stdout(&mut self) -> Option<std::process::ChildStdout> {
         self.child.stdout.take()
+    }
+
+    /// The child's stdin, if it was piped. Dropping it closes the pipe: the
+    /// child reads end-of-file, a polite "stop" that needs no signal.
+    pub fn take_stdin(&mut self) -> Option<std::process::ChildStdin> {
+        self.child.stdin.take()
     }
 
     /// Sends `signal` to the child alone (not its group).
@@ -216,5 +255,62 @@ mod tests {
             .expect("sleep ends on SIGTERM");
         assert_eq!(ended, Ended::Signal(libc::SIGTERM));
         assert_eq!(ended.shell_code(), 143);
+    }
+
+    /// Polls for at most five seconds: a killed grandchild is re-parented and
+    /// reaped by init (or a subreaper), not by us, so it may linger a moment
+    /// as a zombie.
+    fn gone_within_seconds(pid: i32) -> bool {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while pid_exists(pid) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        !pid_exists(pid)
+    }
+
+    #[tokio::test]
+    async fn kills_a_child_that_ignores_sigterm_and_its_grandchild() {
+        use std::io::BufRead;
+        // A shell that ignores SIGTERM (its `sleep` inherits that), starts a
+        // grandchild and tells us its pid.
+        let mut command = Command::new("sh");
+        command
+            .args(["-c", "trap '' TERM; sleep 30 & echo $!; wait"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        let mut guard = ChildGuard::spawn_command(command).expect("sh starts");
+        let pid = guard.pid();
+        let mut line = String::new();
+        std::io::BufReader::new(guard.take_stdout().expect("piped stdout"))
+            .read_line(&mut line)
+            .expect("sh prints the grandchild's pid");
+        let grandchild: i32 = line.trim().parse().expect("a pid");
+        guard.signal(libc::SIGTERM).expect("signal sent");
+        let ended = guard
+            .wait_for(Duration::from_millis(300))
+            .await
+            .expect("wait works");
+        assert_eq!(ended, None, "sh was meant to ignore SIGTERM");
+        assert!(pid_exists(grandchild));
+        drop(guard);
+        assert!(!pid_exists(pid), "pid {pid} still exists after drop");
+        assert!(
+            gone_within_seconds(grandchild),
+            "grandchild {grandchild} outlived the group kill"
+        );
+    }
+
+    #[test]
+    fn a_command_that_does_not_start_is_a_one_line_error() {
+        let error = ChildGuard::spawn("/no/such/program", &["x"], Stdio::null())
+            .err()
+            .expect("no such program");
+        let text = format!("{error:#}");
+        assert!(
+            text.starts_with("starting \"/no/such/program\": "),
+            "{text}"
+        );
+        assert!(!text.contains('\n'), "{text}");
     }
 }
