@@ -313,4 +313,67 @@ mod tests {
         );
         assert!(!text.contains('\n'), "{text}");
     }
+
+    /// Set in the environment of the re-executed test binary, which then
+    /// plays the lab that dies.
+    const DYING_LAB: &str = "LAB_KIT_CHILD_DYING_LAB";
+    const MARK: &str = "guarded-child-pid=";
+
+    /// In the test run: a guarded `sleep` is gone once its guard drops. As
+    /// the "lab" of the test below: prints the `sleep`'s pid and waits to be
+    /// killed (bounded, so that even a broken test leaves nothing behind).
+    #[test]
+    fn starts_a_guarded_child_and_waits_to_be_killed() {
+        let guard = ChildGuard::spawn("sleep", &["60"], Stdio::null()).expect("sleep starts");
+        let pid = guard.pid();
+        if std::env::var_os(DYING_LAB).is_some() {
+            // On a line of its own: the harness has just printed "test ... ".
+            println!("\n{MARK}{pid}");
+            std::thread::sleep(Duration::from_secs(60));
+        }
+        drop(guard);
+        assert!(!pid_exists(pid), "pid {pid} still exists after drop");
+    }
+
+    /// SIGKILL to the lab runs no destructor, so no guard can clean up; the
+    /// kernel does, because of PR_SET_PDEATHSIG. The `sleep` is in a process
+    /// group of its own, so only the death signal can have ended it.
+    #[tokio::test]
+    async fn the_kernel_kills_the_child_of_a_lab_killed_with_sigkill() {
+        use std::io::BufRead;
+        let exe = std::env::current_exe().expect("the test binary's path");
+        let mut command = Command::new(exe);
+        command
+            .args([
+                "--exact",
+                "child::tests::starts_a_guarded_child_and_waits_to_be_killed",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(DYING_LAB, "1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        let mut lab = ChildGuard::spawn_command(command).expect("the test binary runs again");
+        let stdout = std::io::BufReader::new(lab.take_stdout().expect("piped stdout"));
+        let grandchild: i32 = stdout
+            .lines()
+            .map_while(Result::ok)
+            .find_map(|line| line.split_once(MARK).map(|(_, pid)| pid.trim().to_string()))
+            .expect("the dying lab printed its child's pid")
+            .parse()
+            .expect("a pid");
+        assert!(pid_exists(grandchild));
+        lab.signal(libc::SIGKILL)
+            .expect("SIGKILL sent to the lab alone");
+        let ended = lab
+            .wait_for(Duration::from_secs(5))
+            .await
+            .expect("wait works");
+        assert_eq!(ended, Some(Ended::Signal(libc::SIGKILL)));
+        assert!(
+            gone_within_seconds(grandchild),
+            "the child {grandchild} outlived its killed parent"
+        );
+    }
 }
