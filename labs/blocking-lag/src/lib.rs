@@ -19,6 +19,7 @@ use std::{
 use anyhow::{Context, Result, ensure};
 use lab_kit::{
     Meta, Mode, Output,
+    clock::monotonic_ms,
     stats::{Latencies, percentile},
 };
 use serde::Serialize;
@@ -30,18 +31,6 @@ use crate::{
 
 /// The lab's slug: its folder, chapter, data file and charts.
 pub const SLUG: &str = "blocking-lag";
-
-/// CLOCK_MONOTONIC in milliseconds: one clock for the lab, its server
-/// threads and the prober process, so their timestamps line up.
-pub fn monotonic_ms() -> f64 {
-    let mut now = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec through a valid pointer.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
-    now.tv_sec as f64 * 1000.0 + now.tv_nsec as f64 / 1e6
-}
 
 /// One server setup the lab measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

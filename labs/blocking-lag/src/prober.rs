@@ -10,7 +10,7 @@ use std::{
     io::{BufRead, Write},
     net::SocketAddr,
     path::Path,
-    process::{ExitCode, Stdio},
+    process::{ChildStdin, Command, ExitCode, Stdio},
     sync::{
         Arc, Mutex,
         atomic::{AtomicUsize, Ordering},
@@ -19,16 +19,18 @@ use std::{
 };
 
 use anyhow::{Context, Result, bail};
+use lab_kit::{
+    child::{ChildGuard, Ended},
+    clock::monotonic_ms,
+    flags::Flags,
+};
 use serde::{Deserialize, Serialize};
 use tokio::{
     io::{AsyncBufReadExt, BufReader},
-    process::{Child, ChildStdin, Command},
     sync::oneshot,
     task::{JoinHandle, JoinSet},
     time::MissedTickBehavior,
 };
-
-use crate::monotonic_ms;
 
 /// The hidden subcommand that turns the lab binary into a prober.
 pub const SUBCOMMAND: &str = "__prober";
@@ -78,34 +80,20 @@ impl ProberArgs {
         let mut interval = Duration::from_millis(5);
         let mut login_every = 5;
         let mut max = Duration::from_secs(60);
-        let mut rest = args.iter();
-        while let Some(flag) = rest.next() {
-            let value = rest
-                .next()
-                .with_context(|| format!("{flag} needs a value"))?;
-            let millis = || -> Result<Duration> {
-                Ok(Duration::from_millis(value.parse().with_context(|| {
-                    format!("{flag} {value:?} is not whole milliseconds")
-                })?))
-            };
-            match flag.as_str() {
+        let mut flags = Flags::new(args).for_what("prober");
+        while let Some(flag) = flags.next_flag()? {
+            match flag.name {
                 "--target" => {
-                    let addr: SocketAddr = value
-                        .parse()
-                        .with_context(|| format!("--target {value:?} is not an address"))?;
+                    let addr: SocketAddr = flag.parse("an address")?;
                     if !addr.ip().is_loopback() {
                         bail!("--target must be a loopback address, got {addr}");
                     }
                     target = Some(addr);
                 }
-                "--interval-ms" => interval = millis()?.max(Duration::from_millis(1)),
-                "--max-ms" => max = millis()?,
-                "--login-every" => {
-                    login_every = value
-                        .parse()
-                        .with_context(|| format!("--login-every {value:?} is not a count"))?
-                }
-                other => bail!("unknown prober flag {other:?}"),
+                "--interval-ms" => interval = flag.millis()?.max(Duration::from_millis(1)),
+                "--max-ms" => max = flag.millis()?,
+                "--login-every" => login_every = flag.parse("a count")?,
+                _ => return Err(flag.unknown()),
             }
         }
         Ok(ProberArgs {
@@ -241,7 +229,7 @@ fn print_line(line: &ProbeLine) -> Result<()> {
 
 /// The parent's handle on a running prober process.
 pub struct ProberProcess {
-    child: Child,
+    child: ChildGuard,
     stdin: Option<ChildStdin>,
     reader: Option<JoinHandle<Result<()>>>,
     lines: Arc<Mutex<Vec<ProbeLine>>>,
@@ -250,22 +238,24 @@ pub struct ProberProcess {
 
 impl ProberProcess {
     // ANCHOR: spawn
-    /// Starts `exe __prober ...` in a process group of its own, with pipes
-    /// on stdin (our "stop") and stdout (its answers). `kill_on_drop` kills
-    /// it on every early exit of the lab; on a normal exit we close its stdin
+    /// Starts `exe __prober ...` with pipes on stdin (our "stop") and stdout
+    /// (its answers). The kit's `ChildGuard` puts it in a process group of
+    /// its own and kills that group on every early exit of the lab (and the
+    /// kernel kills it if the lab dies); on a normal exit we close its stdin
     /// and wait, so it can report its slowest answers first.
     pub fn spawn(exe: &Path, args: &ProberArgs) -> Result<ProberProcess> {
-        let mut child = Command::new(exe)
+        let mut command = Command::new(exe);
+        command
             .args(args.to_args())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .process_group(0)
-            .kill_on_drop(true)
-            .spawn()
+            .stderr(Stdio::inherit());
+        let mut child = ChildGuard::spawn_command(command)
             .with_context(|| format!("starting the prober {}", exe.display()))?;
         // ANCHOR_END: spawn
-        let stdout = child.stdout.take().context("the prober has no stdout")?;
+        let stdout = child.take_stdout().context("the prober has no stdout")?;
+        let stdout = tokio::process::ChildStdout::from_std(stdout)
+            .context("reading the prober's stdout asynchronously")?;
         let lines = Arc::new(Mutex::new(Vec::new()));
         let seen = Arc::new(AtomicUsize::new(0));
         let (reader_lines, reader_seen) = (Arc::clone(&lines), Arc::clone(&seen));
@@ -280,7 +270,7 @@ impl ProberProcess {
             anyhow::Ok(())
         });
         Ok(ProberProcess {
-            stdin: child.stdin.take(),
+            stdin: child.take_stdin(),
             child,
             reader: Some(reader),
             lines,
@@ -298,8 +288,8 @@ impl ProberProcess {
         let deadline = Instant::now() + limit;
         while self.answers() < count {
             if Instant::now() > deadline {
-                if let Ok(Some(status)) = self.child.try_wait() {
-                    bail!("the prober exited early ({status})");
+                if let Ok(Some(ended)) = self.child.try_ended() {
+                    bail!("the prober exited early ({})", ended.describe());
                 }
                 bail!(
                     "the prober answered {} of {count} probes within {limit:?}",
@@ -320,12 +310,14 @@ impl ProberProcess {
                 .context("the prober did not finish in time")?
                 .context("the prober reader panicked")??;
         }
-        let status = tokio::time::timeout(Duration::from_secs(5), self.child.wait())
+        let ended = self
+            .child
+            .wait_for(Duration::from_secs(5))
             .await
-            .context("the prober did not exit")?
-            .context("waiting for the prober")?;
-        if !status.success() {
-            bail!("the prober failed ({status})");
+            .context("waiting for the prober")?
+            .context("the prober did not exit")?;
+        if ended != Ended::Code(0) {
+            bail!("the prober failed ({})", ended.describe());
         }
         let lines = std::mem::take(&mut *self.lines.lock().expect("never poisoned"));
         Ok(lines)
@@ -337,6 +329,6 @@ impl Drop for ProberProcess {
         if let Some(reader) = self.reader.take() {
             reader.abort();
         }
-        // kill_on_drop sends SIGKILL to the child; its group holds nobody else.
+        // Then `child` drops: SIGKILL to the prober's group, and a reap.
     }
 }

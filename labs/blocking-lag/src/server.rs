@@ -29,13 +29,11 @@ use axum::{
     response::IntoResponse,
     routing::{get, post},
 };
+use lab_kit::clock::monotonic_ms;
 use tokio::sync::{oneshot, watch};
 use tokio_metrics::TaskMonitor;
 
-use crate::{
-    monotonic_ms,
-    report::{Built, build_report, build_report_chunked},
-};
+use crate::report::{Built, build_report, build_report_chunked};
 
 /// Which runtime the server runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

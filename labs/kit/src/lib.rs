@@ -1,11 +1,15 @@
 //! The one crate every lab shares: the records a lab prints, what it says about
-//! the machine it ran on, loopback servers that count their connections, and the
-//! small statistics the charts need.
+//! the machine it ran on, loopback servers that count their connections, the
+//! small statistics the charts need, and the plumbing of labs that run a
+//! second process (a guarded child, one clock for both, `--flag value` pairs).
 //!
 //! A lab is a program that prints JSON Lines to stdout (see [`record`]) and its
 //! progress to stderr. [`cli::run_lab`] is the `main` every lab uses.
 
+pub mod child;
 pub mod cli;
+pub mod clock;
+pub mod flags;
 pub mod listener;
 pub mod machine;
 pub mod procnet;

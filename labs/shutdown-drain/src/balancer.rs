@@ -38,7 +38,7 @@ use hyper_util::{
 };
 use tokio::{net::TcpListener, task::JoinSet};
 
-use crate::events::mono_ms;
+use lab_kit::clock::monotonic_ms;
 
 /// Request header: route to this backend index, if it is ready.
 pub const PIN_HEADER: &str = "x-pin-backend";
@@ -69,7 +69,7 @@ pub struct BalancerConfig {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Transition {
     pub backend: usize,
-    /// CLOCK_MONOTONIC ms ([`mono_ms`]).
+    /// CLOCK_MONOTONIC ms ([`monotonic_ms`]).
     pub t_ms: f64,
     pub ready: bool,
 }
@@ -203,7 +203,7 @@ async fn poll_readiness(shared: Arc<Shared>, index: usize, config: BalancerConfi
                 .unwrap_or_else(|poisoned| poisoned.into_inner())
                 .push(Transition {
                     backend: index,
-                    t_ms: mono_ms(),
+                    t_ms: monotonic_ms(),
                     ready: now_ready,
                 });
         }

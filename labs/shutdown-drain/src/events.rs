@@ -1,10 +1,10 @@
-//! One clock for two processes, and the server's event log.
+//! The server's event log, on the clock the lab reads too.
 //!
 //! The lab and the server it runs are different processes, so `Instant`s
-//! cannot cross between them. Both read CLOCK_MONOTONIC instead (the clock
-//! `Instant` uses on Linux): the same clock for every process on the machine,
-//! so the server's "SIGTERM received" and the lab's "request started" land on
-//! one timeline.
+//! cannot cross between them. Both read CLOCK_MONOTONIC instead
+//! ([`lab_kit::clock::monotonic_ms`]): the same clock for every process on the
+//! machine, so the server's "SIGTERM received" and the lab's "request
+//! started" land on one timeline.
 
 use std::{
     fs::{File, OpenOptions},
@@ -14,20 +14,8 @@ use std::{
 };
 
 use anyhow::{Context, Result};
+use lab_kit::clock::monotonic_ms;
 use serde::{Deserialize, Serialize};
-
-/// Milliseconds on CLOCK_MONOTONIC.
-pub fn mono_ms() -> f64 {
-    let mut now = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec through a valid pointer.
-    unsafe {
-        libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now);
-    }
-    now.tv_sec as f64 * 1000.0 + now.tv_nsec as f64 / 1e6
-}
 
 /// One line of the server's event log.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -71,7 +59,7 @@ impl EventLog {
         let Some(file) = &self.file else { return };
         let line = Event {
             event: event.to_string(),
-            t_ms: mono_ms(),
+            t_ms: monotonic_ms(),
             value,
         };
         if let Ok(mut text) = serde_json::to_string(&line) {

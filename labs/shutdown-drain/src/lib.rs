@@ -11,11 +11,14 @@
 //! and checks that every write it acknowledged is there.
 
 pub mod balancer;
-pub mod child;
 pub mod events;
 pub mod health;
 pub mod probe;
 pub mod server;
+
+/// The guarded child process, now in the kit; re-exported under its old
+/// path for the tests and tools that name `lab_shutdown_drain::child`.
+pub use lab_kit::child;
 
 use std::{
     path::{Path, PathBuf},
@@ -24,7 +27,7 @@ use std::{
 };
 
 use anyhow::{Context, Result, bail, ensure};
-use lab_kit::{Meta, Mode, Output};
+use lab_kit::{Meta, Mode, Output, child::ChildGuard, clock::monotonic_ms};
 use serde::Serialize;
 use tokio::{sync::watch, task::JoinSet};
 
@@ -32,8 +35,7 @@ use crate::{
     balancer::{
         BACKEND_HEADER, Balancer, BalancerConfig, ERROR_HEADER, PIN_HEADER, UPSTREAM_CLOSE_HEADER,
     },
-    child::ChildGuard,
-    events::{first, mono_ms, read_events},
+    events::{first, read_events},
     server::{Variant, spawn_peer, written_ids},
 };
 
@@ -398,7 +400,7 @@ pub async fn run_deploy(scenario: Scenario, config: &Config) -> Result<Deploy> {
         .no_proxy()
         .build()
         .context("building the client")?;
-    let t0 = mono_ms();
+    let t0 = monotonic_ms();
     let (stop, stopped) = watch::channel(false);
     let steady = tokio::spawn(steady_traffic(
         client.clone(),
@@ -434,7 +436,7 @@ pub async fn run_deploy(scenario: Scenario, config: &Config) -> Result<Deploy> {
                 config.slow_ms + config.termination_grace_ms + 1_000,
             ));
         pinned.spawn(async move {
-            let start = mono_ms();
+            let start = monotonic_ms();
             let answer = classify(request.send().await).await;
             request_sample("slow", start, answer, None)
         });
@@ -445,13 +447,13 @@ pub async fn run_deploy(scenario: Scenario, config: &Config) -> Result<Deploy> {
     // What the orchestrator does: SIGTERM to the process, then wait out the
     // grace period, then SIGKILL.
     child.signal(libc::SIGTERM)?;
-    let sigterm_at = mono_ms();
+    let sigterm_at = monotonic_ms();
     let grace = Duration::from_millis(config.termination_grace_ms);
     let (ended, killed_by_orchestrator) = match child.wait_for(grace).await? {
         Some(ended) => (ended, false),
         None => (child.kill_group()?, true),
     };
-    let exit_at = mono_ms();
+    let exit_at = monotonic_ms();
     // ANCHOR_END: orchestrator
 
     tokio::time::sleep(Duration::from_millis(config.after_exit_ms)).await;
@@ -468,7 +470,7 @@ pub async fn run_deploy(scenario: Scenario, config: &Config) -> Result<Deploy> {
     .await
     .context("long requests and streams did not finish after the server exited")??;
     samples.extend(collected);
-    let run_end = mono_ms();
+    let run_end = monotonic_ms();
     let transitions = balancer.transitions();
     drop(balancer);
 
@@ -611,7 +613,7 @@ fn request_sample(
     RequestSample {
         kind,
         start_ms: start,
-        end_ms: mono_ms(),
+        end_ms: monotonic_ms(),
         lane: 0,
         row: 0.0,
         shown_end_ms: 0.0,
@@ -705,7 +707,7 @@ async fn steady_traffic(
         next_id += 1;
         let request = client.get(format!("{url}?id={id}")).timeout(timeout).send();
         requests.spawn(async move {
-            let start = mono_ms();
+            let start = monotonic_ms();
             let answer = classify(request.await).await;
             request_sample("work", start, answer, Some(id))
         });
@@ -729,7 +731,7 @@ async fn stream_client(
     polite: bool,
     mut stopped: watch::Receiver<bool>,
 ) -> RequestSample {
-    let start = mono_ms();
+    let start = monotonic_ms();
     let sent = client.get(&url).header(PIN_HEADER, "0").send().await;
     let mut response = match sent {
         Ok(response) if response.status() == reqwest::StatusCode::OK => response,

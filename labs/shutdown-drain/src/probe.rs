@@ -19,9 +19,10 @@ use anyhow::{Context, Result, bail};
 use serde::Serialize;
 use tokio::{sync::watch, task::JoinSet};
 
-use crate::{
+use lab_kit::{
     child::{ChildGuard, Ended},
-    events::mono_ms,
+    clock::monotonic_ms,
+    flags::Flags,
 };
 
 /// The probe's command line.
@@ -70,27 +71,20 @@ pub fn parse_args(args: &[String]) -> Result<ProbeConfig> {
         interval: Duration::from_millis(20),
         command: command.to_vec(),
     };
-    let mut pairs = flags.iter();
-    while let Some(flag) = pairs.next() {
-        let value = pairs
-            .next()
-            .with_context(|| format!("{flag} needs a value"))?;
-        let number = || -> Result<u64> {
-            value
-                .parse()
-                .with_context(|| format!("{flag} {value:?} is not a whole number"))
-        };
-        match flag.as_str() {
+    let mut pairs = Flags::new(flags);
+    while let Some(flag) = pairs.next_flag()? {
+        let number = || -> Result<u64> { flag.parse("a whole number") };
+        match flag.name {
             "--port" => config.port = u16::try_from(number()?).context("--port is not a port")?,
-            "--path" => config.path = value.clone(),
-            "--ready-path" => config.ready_path = value.clone(),
-            "--slow-path" => config.slow_path = value.clone(),
+            "--path" => config.path = flag.value.to_string(),
+            "--ready-path" => config.ready_path = flag.value.to_string(),
+            "--slow-path" => config.slow_path = flag.value.to_string(),
             "--in-flight" => config.in_flight = number()? as usize,
             "--grace-ms" => config.grace = Duration::from_millis(number()?),
             "--start-timeout-ms" => config.start_timeout = Duration::from_millis(number()?),
             "--warmup-ms" => config.warmup = Duration::from_millis(number()?),
             "--interval-ms" => config.interval = Duration::from_millis(number()?.max(1)),
-            other => bail!("unknown flag {other:?}"),
+            _ => return Err(flag.unknown()),
         }
     }
     if config.port == 0 {
@@ -191,7 +185,7 @@ pub async fn probe(config: &ProbeConfig) -> Result<ProbeReport> {
     )?;
     let pid = child.pid();
     eprintln!("probe: started pid {pid}: {}", config.command.join(" "));
-    let started = mono_ms();
+    let started = monotonic_ms();
     let start_deadline = tokio::time::Instant::now() + config.start_timeout;
     loop {
         if tokio::net::TcpStream::connect(target).await.is_ok() {
@@ -212,7 +206,7 @@ pub async fn probe(config: &ProbeConfig) -> Result<ProbeReport> {
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    let listened_after_ms = mono_ms() - started;
+    let listened_after_ms = monotonic_ms() - started;
     let base = format!("http://{target}");
     let short = Duration::from_millis(1_000);
     // A fresh connection per readiness poll, as a kubelet probe makes.
@@ -256,7 +250,7 @@ pub async fn probe(config: &ProbeConfig) -> Result<ProbeReport> {
     tokio::time::sleep(Duration::from_millis(50)).await;
 
     child.signal(libc::SIGTERM)?;
-    let sigterm_at = mono_ms();
+    let sigterm_at = monotonic_ms();
     eprintln!("probe: SIGTERM sent to pid {pid}");
     let (ended, killed_after_grace) = match child.wait_for(config.grace).await? {
         Some(ended) => (ended, false),
@@ -268,7 +262,7 @@ pub async fn probe(config: &ProbeConfig) -> Result<ProbeReport> {
             (child.kill_group()?, true)
         }
     };
-    let exit_at = mono_ms();
+    let exit_at = monotonic_ms();
     // A little more traffic: what a balancer that has not noticed would see.
     tokio::time::sleep(Duration::from_millis(100)).await;
     let _ = stop.send(true);
@@ -352,7 +346,7 @@ async fn drive(
         }
         let (client, url) = (client.clone(), url.clone());
         requests.spawn(async move {
-            let start = mono_ms();
+            let start = monotonic_ms();
             (start, get(&client, &url, timeout).await.0)
         });
     }

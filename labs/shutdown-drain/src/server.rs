@@ -24,6 +24,7 @@ use axum::{
     response::{IntoResponse, Response},
     routing::get,
 };
+use lab_kit::{clock::monotonic_ms, flags::Flags};
 use tokio::{
     net::TcpListener,
     signal::unix::{SignalKind, signal},
@@ -31,7 +32,7 @@ use tokio::{
     time::Instant,
 };
 
-use crate::events::{EventLog, mono_ms};
+use crate::events::EventLog;
 
 /// How the server reacts to SIGTERM.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -196,7 +197,7 @@ async fn track(State(state): State<Arc<AppState>>, request: Request, next: Next)
     }
     state
         .last_response_bits
-        .store(mono_ms().to_bits(), Ordering::SeqCst);
+        .store(monotonic_ms().to_bits(), Ordering::SeqCst);
     state.in_flight.fetch_sub(1, Ordering::SeqCst);
     response
 }
@@ -214,7 +215,7 @@ async fn work(State(state): State<Arc<AppState>>, uri: Uri) -> Response {
         };
         connection.execute(
             "INSERT INTO writes (request_id, written_ms) VALUES (?1, ?2)",
-            rusqlite::params![request_id, mono_ms()],
+            rusqlite::params![request_id, monotonic_ms()],
         )?;
         Ok(connection.last_insert_rowid())
     })
@@ -506,31 +507,19 @@ fn parse_server_args(args: &[String]) -> Result<ServerConfig> {
         port_file: None,
         events: None,
     };
-    let mut pairs = args.iter();
-    while let Some(flag) = pairs.next() {
-        let value = pairs
-            .next()
-            .with_context(|| format!("{flag} needs a value"))?;
-        let millis = || -> Result<Duration> {
-            Ok(Duration::from_millis(value.parse().with_context(|| {
-                format!("{flag} {value:?} is not whole milliseconds")
-            })?))
-        };
-        match flag.as_str() {
-            "--variant" => config.variant = Variant::parse(value)?,
-            "--db" => config.db = PathBuf::from(value),
-            "--port" => {
-                config.port = value
-                    .parse()
-                    .with_context(|| format!("--port {value:?} is not a port"))?
-            }
-            "--port-file" => config.port_file = Some(PathBuf::from(value)),
-            "--events" => config.events = Some(PathBuf::from(value)),
-            "--drain-wait-ms" => config.drain_wait = millis()?,
-            "--deadline-ms" => config.hard_deadline = millis()?,
-            "--slow-ms" => config.slow = millis()?,
-            "--tick-ms" => config.stream_tick = millis()?,
-            other => bail!("unknown server flag {other:?}"),
+    let mut flags = Flags::new(args).for_what("server");
+    while let Some(flag) = flags.next_flag()? {
+        match flag.name {
+            "--variant" => config.variant = Variant::parse(flag.value)?,
+            "--db" => config.db = PathBuf::from(flag.value),
+            "--port" => config.port = flag.parse("a port")?,
+            "--port-file" => config.port_file = Some(PathBuf::from(flag.value)),
+            "--events" => config.events = Some(PathBuf::from(flag.value)),
+            "--drain-wait-ms" => config.drain_wait = flag.millis()?,
+            "--deadline-ms" => config.hard_deadline = flag.millis()?,
+            "--slow-ms" => config.slow = flag.millis()?,
+            "--tick-ms" => config.stream_tick = flag.millis()?,
+            _ => return Err(flag.unknown()),
         }
     }
     if config.db.as_os_str().is_empty() {

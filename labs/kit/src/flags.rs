@@ -1,0 +1,187 @@
+//! `--flag value` pairs for the hidden subcommands of a lab binary (a prober,
+//! a server child) and its small tools: one parser, one-line errors.
+//!
+//! A lab that runs a child process usually re-executes its own binary with a
+//! hidden subcommand and passes the child's settings as flags. Those command
+//! lines are written by the lab, not typed by people, so the grammar is the
+//! smallest that reads well in `ps`: every flag takes exactly one value, in
+//! `--name value` form. A clap-sized parser would add a dependency and a
+//! build step to every lab for that.
+//!
+//! ```
+//! # use lab_kit::flags::Flags;
+//! # fn main() -> anyhow::Result<()> {
+//! let args: Vec<String> = ["--port", "8080", "--db", "/tmp/x.db"].map(String::from).to_vec();
+//! let (mut port, mut db) = (0u16, String::new());
+//! let mut flags = Flags::new(&args).for_what("server");
+//! while let Some(flag) = flags.next_flag()? {
+//!     match flag.name {
+//!         "--port" => port = flag.parse("a port")?,
+//!         "--db" => db = flag.value.to_string(),
+//!         _ => return Err(flag.unknown()),
+//!     }
+//! }
+//! assert_eq!((port, db.as_str()), (8080, "/tmp/x.db"));
+//! # Ok(())
+//! # }
+//! ```
+
+use std::{slice, str::FromStr, time::Duration};
+
+use anyhow::{Context, Result, anyhow};
+
+/// The flags of one command line, read a pair at a time.
+pub struct Flags<'a> {
+    rest: slice::Iter<'a, String>,
+    what: &'a str,
+}
+
+/// One `--name value` pair.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Flag<'a> {
+    pub name: &'a str,
+    pub value: &'a str,
+    what: &'a str,
+}
+
+impl<'a> Flags<'a> {
+    /// The flags in `args` (the arguments after the subcommand).
+    pub fn new(args: &'a [String]) -> Flags<'a> {
+        Flags {
+            rest: args.iter(),
+            what: "",
+        }
+    }
+
+    /// Names whose flags these are in the "unknown flag" error:
+    /// `for_what("prober")` gives `unknown prober flag "--bogus"`.
+    pub fn for_what(mut self, what: &'a str) -> Flags<'a> {
+        self.what = what;
+        self
+    }
+
+    /// The next pair, `None` at the end, or an error when a flag has no
+    /// value: `--db needs a value`.
+    pub fn next_flag(&mut self) -> Result<Option<Flag<'a>>> {
+        let Some(name) = self.rest.next() else {
+            return Ok(None);
+        };
+        let value = self
+            .rest
+            .next()
+            .with_context(|| format!("{name} needs a value"))?;
+        Ok(Some(Flag {
+            name,
+            value,
+            what: self.what,
+        }))
+    }
+}
+
+impl Flag<'_> {
+    /// The value as a `T`, or `--port "x" is not a port: invalid digit found
+    /// in string` (`what` = "a port"; the parser's reason follows the colon).
+    pub fn parse<T>(&self, what: &str) -> Result<T>
+    where
+        T: FromStr,
+        T::Err: std::error::Error + Send + Sync + 'static,
+    {
+        self.value
+            .parse()
+            .with_context(|| format!("{} {:?} is not {what}", self.name, self.value))
+    }
+
+    /// The value as whole milliseconds: `--slow-ms 800`.
+    pub fn millis(&self) -> Result<Duration> {
+        self.parse("whole milliseconds").map(Duration::from_millis)
+    }
+
+    /// The error for a flag the caller does not know.
+    pub fn unknown(&self) -> anyhow::Error {
+        if self.what.is_empty() {
+            anyhow!("unknown flag {:?}", self.name)
+        } else {
+            anyhow!("unknown {} flag {:?}", self.what, self.name)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strings(items: &[&str]) -> Vec<String> {
+        items.iter().map(|item| item.to_string()).collect()
+    }
+
+    /// Runs a small parser with `--count N` and `--wait-ms N`.
+    fn parse(args: &[&str]) -> Result<(u64, Duration)> {
+        let args = strings(args);
+        let (mut count, mut wait) = (0, Duration::ZERO);
+        let mut flags = Flags::new(&args).for_what("test");
+        while let Some(flag) = flags.next_flag()? {
+            match flag.name {
+                "--count" => count = flag.parse("a count")?,
+                "--wait-ms" => wait = flag.millis()?,
+                _ => return Err(flag.unknown()),
+            }
+        }
+        Ok((count, wait))
+    }
+
+    fn error_of(args: &[&str]) -> String {
+        let error = parse(args).expect_err("an error");
+        let text = format!("{error:#}");
+        assert!(!text.contains('\n'), "not one line: {text}");
+        text
+    }
+
+    #[test]
+    fn reads_pairs_in_any_order() {
+        assert_eq!(parse(&[]).expect("empty"), (0, Duration::ZERO));
+        assert_eq!(
+            parse(&["--wait-ms", "250", "--count", "3"]).expect("valid"),
+            (3, Duration::from_millis(250))
+        );
+        // The last of a repeated flag wins, as in most command lines.
+        assert_eq!(
+            parse(&["--count", "1", "--count", "2"]).expect("valid").0,
+            2
+        );
+    }
+
+    #[test]
+    fn rejects_an_unknown_flag_in_one_line() {
+        assert_eq!(
+            error_of(&["--count", "1", "--bogus", "1"]),
+            "unknown test flag \"--bogus\""
+        );
+        let args = strings(&["--bogus", "1"]);
+        let flag = Flags::new(&args)
+            .next_flag()
+            .expect("a pair")
+            .expect("one flag");
+        assert_eq!(flag.unknown().to_string(), "unknown flag \"--bogus\"");
+    }
+
+    #[test]
+    fn rejects_a_missing_value_in_one_line() {
+        assert_eq!(error_of(&["--count"]), "--count needs a value");
+        assert_eq!(
+            error_of(&["--count", "1", "--wait-ms"]),
+            "--wait-ms needs a value"
+        );
+    }
+
+    #[test]
+    fn rejects_a_bad_value_in_one_line() {
+        assert_eq!(
+            error_of(&["--count", "many"]),
+            "--count \"many\" is not a count: invalid digit found in string"
+        );
+        assert_eq!(
+            error_of(&["--wait-ms", "1.5"]),
+            "--wait-ms \"1.5\" is not whole milliseconds: invalid digit found in string"
+        );
+    }
+}
