@@ -251,7 +251,7 @@ impl ProberProcess {
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
         let mut child = ChildGuard::spawn_command(command)
-            .with_context(|| format!("starting the prober {}", exe.display()))?;
+            .context("the prober")?;
         // ANCHOR_END: spawn
         let stdout = child.take_stdout().context("the prober has no stdout")?;
         let stdout = tokio::process::ChildStdout::from_std(stdout)
