@@ -3,6 +3,7 @@
 //! for mdBook's light and dark themes, as SVG.
 
 mod draw;
+mod layout;
 
 use std::{fs, path::Path};
 
@@ -10,7 +11,7 @@ use anyhow::{Context, Result, bail, ensure};
 use serde::Deserialize;
 
 use crate::{
-    data::{PointKind, RunData},
+    data::{Clock, PointKind, RunData},
     project::{Lab, Project},
 };
 
@@ -47,6 +48,21 @@ pub struct ChartSpec {
     pub legend: Legend,
     #[serde(default)]
     pub mark: Vec<MarkSpec>,
+    /// `simulated` for a seeded simulation: the caption then says so, and
+    /// names neither a time scale nor the machine.
+    #[serde(default)]
+    pub clock: Clock,
+    /// Segments: segments that overlap in time on one row (the nearest
+    /// integer of y) get their own lane, a small offset around the row.
+    #[serde(default)]
+    pub lanes: bool,
+    /// Named y ticks, `[[value, "name"], ...]`, for categorical rows; the y
+    /// range is then fixed to half a row beyond the first and the last.
+    #[serde(default)]
+    pub y_ticks: Vec<(f64, String)>,
+    /// Line and points charts: each point's y value written above it.
+    #[serde(default)]
+    pub point_labels: bool,
     /// Draws the line y = x with this label: "one per request in flight".
     pub identity_line: Option<String>,
 }
@@ -60,18 +76,19 @@ pub enum Kind {
     Segments,
 }
 
+/// Where the series names go: below the plot, outside it, so they never
+/// cover data; or nowhere (a chart with one series has no legend anyway).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Legend {
     #[default]
-    UpperRight,
-    UpperLeft,
-    LowerRight,
-    LowerLeft,
+    Below,
     None,
 }
 
-/// A vertical line at a value read from a summary record.
+/// A vertical line at a value read from a summary record. A field holding a
+/// string of numbers ("250.4 598.2 ...") gives one line per number, labelled
+/// "<label> 1", "<label> 2", ...
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MarkSpec {
@@ -165,6 +182,16 @@ impl ChartSpec {
             prepared.points.sort_by(|a, b| a.0.total_cmp(&b.0));
             series.push(prepared);
         }
+        if self.lanes {
+            ensure!(self.kind == Kind::Segments, "lanes are for segments charts");
+            spread_into_lanes(&mut series);
+        }
+        for window in self.y_ticks.windows(2) {
+            ensure!(
+                window[0].0 < window[1].0,
+                "y_ticks must be in increasing order"
+            );
+        }
         let mut marks = Vec::new();
         for mark in &self.mark {
             let point = run
@@ -177,9 +204,44 @@ impl ChartSpec {
                         mark.label, mark.series
                     )
                 })?;
-            marks.push((mark.label.clone(), point.number(&mark.field)?));
+            match point.values.get(&mark.field) {
+                Some(lab_kit::Value::Text(text)) => {
+                    let values = text
+                        .split([' ', ','])
+                        .filter(|word| !word.is_empty())
+                        .map(|word| word.parse::<f64>())
+                        .collect::<Result<Vec<f64>, _>>()
+                        .with_context(|| {
+                            format!(
+                                "mark {:?}: field {:?} of {:?} is not a list of numbers",
+                                mark.label, mark.field, mark.series
+                            )
+                        })?;
+                    for (index, value) in values.iter().enumerate() {
+                        marks.push((format!("{} {}", mark.label, index + 1), *value));
+                    }
+                }
+                _ => marks.push((mark.label.clone(), point.number(&mark.field)?)),
+            }
         }
         Ok(Prepared { series, marks })
+    }
+}
+
+/// Moves every segment to its row (the nearest integer of y) plus the offset
+/// of its lane, lanes taken across all series so no bar hides another.
+fn spread_into_lanes(series: &mut [PreparedSeries]) {
+    let segments: Vec<(f64, f64, f64)> = series
+        .iter()
+        .flat_map(|one| one.points.iter().map(|&(x, y, x_end)| (x, x_end, y)))
+        .collect();
+    let lanes = layout::assign_lanes(&segments);
+    let mut next = lanes.into_iter();
+    for one in series.iter_mut() {
+        for point in one.points.iter_mut() {
+            let (lane, count) = next.next().expect("one lane per segment");
+            point.1 = point.1.round() + layout::lane_offset(lane, count);
+        }
     }
 }
 
@@ -235,7 +297,7 @@ pub fn draw_all(project: &Project, data_dir: &Path) -> Result<usize> {
                 )
             })?;
             for theme in THEMES {
-                let svg = draw::render(spec, &prepared, &theme, &run.caption())
+                let svg = draw::render(spec, &prepared, &theme, &run.caption_for(spec.clock))
                     .with_context(|| format!("drawing chart {}/{}", lab.slug, spec.name))?;
                 let path = out.join(svg_name(&lab.slug, &spec.name, &theme));
                 fs::write(&path, svg).with_context(|| format!("writing {}", path.display()))?;
