@@ -307,3 +307,100 @@ pub fn draw_all(project: &Project, data_dir: &Path) -> Result<usize> {
     }
     Ok(written)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const META: &str = r#"{"type":"meta","data":{"lab":"demo","mode":"quick","started":"2026-11-29T18:00:00Z","time_scale":1.0,"params":{},"machine":{"cpu":"Test CPU","cores":2,"os":"linux","kernel":"6.1","rustc":"rustc 1","crates":{}}}}"#;
+
+    fn run(lines: &[&str]) -> RunData {
+        let mut text = format!("{META}\n");
+        for line in lines {
+            text.push_str(line);
+            text.push('\n');
+        }
+        RunData::parse(&text).expect("a valid run")
+    }
+
+    #[test]
+    fn a_mark_field_with_several_numbers_gives_one_mark_each() {
+        let data = run(&[
+            r#"{"type":"sample","data":{"series":"a","values":{"t":1,"y":2}}}"#,
+            r#"{"type":"summary","data":{"series":"rounds","values":{"starts":"250.5 600 950","end":1200}}}"#,
+        ]);
+        let spec: ChartFile = toml::from_str(
+            r#"
+            [[chart]]
+            name = "c"
+            title = "t"
+            kind = "points"
+            x = "t"
+            y = "y"
+            [[chart.mark]]
+            series = "rounds"
+            field = "starts"
+            label = "round"
+            [[chart.mark]]
+            series = "rounds"
+            field = "end"
+            label = "end"
+            "#,
+        )
+        .expect("a valid spec");
+        let prepared = spec.chart[0].prepare(&data).expect("prepares");
+        let marks: Vec<(&str, f64)> = prepared
+            .marks
+            .iter()
+            .map(|(label, at)| (label.as_str(), *at))
+            .collect();
+        assert_eq!(
+            marks,
+            vec![
+                ("round 1", 250.5),
+                ("round 2", 600.0),
+                ("round 3", 950.0),
+                ("end", 1200.0)
+            ]
+        );
+    }
+
+    #[test]
+    fn lanes_are_shared_across_series_and_ticks_are_named() {
+        // Two kinds of request on row 3, overlapping in time, at the same
+        // offset the lab gave them: lanes part them.
+        let data = run(&[
+            r#"{"type":"sample","data":{"series":"slow","values":{"s":0,"e":400,"row":2.8}}}"#,
+            r#"{"type":"sample","data":{"series":"stream","values":{"s":1,"e":400,"row":2.8}}}"#,
+        ]);
+        let spec: ChartFile = toml::from_str(
+            r#"
+            [[chart]]
+            name = "c"
+            title = "t"
+            kind = "segments"
+            x = "s"
+            x_end = "e"
+            y = "row"
+            lanes = true
+            y_ticks = [[-1, "server out"], [3, "reset"]]
+            clock = "simulated"
+            "#,
+        )
+        .expect("a valid spec");
+        let chart = &spec.chart[0];
+        assert_eq!(chart.clock, Clock::Simulated);
+        assert_eq!(chart.y_ticks[0], (-1.0, String::from("server out")));
+        let prepared = chart.prepare(&data).expect("prepares");
+        let (slow, stream) = (
+            prepared.series[0].points[0].1,
+            prepared.series[1].points[0].1,
+        );
+        assert!(slow != stream, "{slow} {stream}");
+        assert!((slow - 3.0).abs() < 0.4 && (stream - 3.0).abs() < 0.4);
+
+        let mut unordered = chart.clone();
+        unordered.y_ticks.reverse();
+        assert!(unordered.prepare(&data).is_err());
+    }
+}
