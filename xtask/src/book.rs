@@ -267,7 +267,7 @@ fn chart_figure(target: &str, to_root: &str, lab_data: &LabData) -> Result<Strin
     Ok(format!(
         "\n<figure class=\"lab-chart\">\n{images}<figcaption>{title}. Lab <code>{slug}</code>, {}. \
          <a href=\"{to_root}lab-data/{slug}.jsonl\">Data</a>.</figcaption>\n</figure>\n",
-        html_escape(&run.caption())
+        html_escape(&run.caption_for(spec.clock))
     ))
 }
 

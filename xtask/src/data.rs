@@ -62,6 +62,20 @@ impl RunData {
 
     /// The caption line every chart and table from this run carries.
     pub fn caption(&self) -> String {
+        self.caption_for(Clock::Measured)
+    }
+
+    /// The caption for a chart or table fed by this run: a measurement names
+    /// its mode, time scale, date and machine; a seeded simulation runs on
+    /// simulated time, so neither the time scale nor the machine matter.
+    pub fn caption_for(&self, clock: Clock) -> String {
+        let date = self.meta.started.get(..10).unwrap_or(&self.meta.started);
+        if clock == Clock::Simulated {
+            return format!(
+                "simulation (seeded, simulated time), {} mode, {date}",
+                self.meta.mode
+            );
+        }
         let date = self.meta.started.get(..10).unwrap_or(&self.meta.started);
         let scale = if (self.meta.time_scale - 1.0).abs() < f64::EPSILON {
             String::from("real time")
@@ -77,6 +91,16 @@ impl RunData {
             self.meta.machine.caption()
         )
     }
+}
+
+/// What clock the numbers of a chart or table ran on: the lab's real (maybe
+/// compressed) clock, or a seeded simulation's own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Clock {
+    #[default]
+    Measured,
+    Simulated,
 }
 
 /// Which records a chart or table reads.
@@ -112,6 +136,11 @@ mod tests {
         assert_eq!(
             run.caption(),
             "quick mode, time compressed 50x, 2026-11-29, Test CPU (2 cores), Linux 6.1"
+        );
+        assert_eq!(run.caption_for(Clock::Measured), run.caption());
+        assert_eq!(
+            run.caption_for(Clock::Simulated),
+            "simulation (seeded, simulated time), quick mode, 2026-11-29"
         );
     }
 

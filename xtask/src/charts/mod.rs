@@ -3,6 +3,7 @@
 //! for mdBook's light and dark themes, as SVG.
 
 mod draw;
+mod layout;
 
 use std::{fs, path::Path};
 
@@ -10,7 +11,7 @@ use anyhow::{Context, Result, bail, ensure};
 use serde::Deserialize;
 
 use crate::{
-    data::{PointKind, RunData},
+    data::{Clock, PointKind, RunData},
     project::{Lab, Project},
 };
 
@@ -47,6 +48,21 @@ pub struct ChartSpec {
     pub legend: Legend,
     #[serde(default)]
     pub mark: Vec<MarkSpec>,
+    /// `simulated` for a seeded simulation: the caption then says so, and
+    /// names neither a time scale nor the machine.
+    #[serde(default)]
+    pub clock: Clock,
+    /// Segments: segments that overlap in time on one row (the nearest
+    /// integer of y) get their own lane, a small offset around the row.
+    #[serde(default)]
+    pub lanes: bool,
+    /// Named y ticks, `[[value, "name"], ...]`, for categorical rows; the y
+    /// range is then fixed to half a row beyond the first and the last.
+    #[serde(default)]
+    pub y_ticks: Vec<(f64, String)>,
+    /// Line and points charts: each point's y value written above it.
+    #[serde(default)]
+    pub point_labels: bool,
     /// Draws the line y = x with this label: "one per request in flight".
     pub identity_line: Option<String>,
 }
@@ -60,18 +76,19 @@ pub enum Kind {
     Segments,
 }
 
+/// Where the series names go: below the plot, outside it, so they never
+/// cover data; or nowhere (a chart with one series has no legend anyway).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Legend {
     #[default]
-    UpperRight,
-    UpperLeft,
-    LowerRight,
-    LowerLeft,
+    Below,
     None,
 }
 
-/// A vertical line at a value read from a summary record.
+/// A vertical line at a value read from a summary record. A field holding a
+/// string of numbers ("250.4 598.2 ...") gives one line per number, labelled
+/// "<label> 1", "<label> 2", ...
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MarkSpec {
@@ -165,6 +182,16 @@ impl ChartSpec {
             prepared.points.sort_by(|a, b| a.0.total_cmp(&b.0));
             series.push(prepared);
         }
+        if self.lanes {
+            ensure!(self.kind == Kind::Segments, "lanes are for segments charts");
+            spread_into_lanes(&mut series);
+        }
+        for window in self.y_ticks.windows(2) {
+            ensure!(
+                window[0].0 < window[1].0,
+                "y_ticks must be in increasing order"
+            );
+        }
         let mut marks = Vec::new();
         for mark in &self.mark {
             let point = run
@@ -177,9 +204,44 @@ impl ChartSpec {
                         mark.label, mark.series
                     )
                 })?;
-            marks.push((mark.label.clone(), point.number(&mark.field)?));
+            match point.values.get(&mark.field) {
+                Some(lab_kit::Value::Text(text)) => {
+                    let values = text
+                        .split([' ', ','])
+                        .filter(|word| !word.is_empty())
+                        .map(|word| word.parse::<f64>())
+                        .collect::<Result<Vec<f64>, _>>()
+                        .with_context(|| {
+                            format!(
+                                "mark {:?}: field {:?} of {:?} is not a list of numbers",
+                                mark.label, mark.field, mark.series
+                            )
+                        })?;
+                    for (index, value) in values.iter().enumerate() {
+                        marks.push((format!("{} {}", mark.label, index + 1), *value));
+                    }
+                }
+                _ => marks.push((mark.label.clone(), point.number(&mark.field)?)),
+            }
         }
         Ok(Prepared { series, marks })
+    }
+}
+
+/// Moves every segment to its row (the nearest integer of y) plus the offset
+/// of its lane, lanes taken across all series so no bar hides another.
+fn spread_into_lanes(series: &mut [PreparedSeries]) {
+    let segments: Vec<(f64, f64, f64)> = series
+        .iter()
+        .flat_map(|one| one.points.iter().map(|&(x, y, x_end)| (x, x_end, y)))
+        .collect();
+    let lanes = layout::assign_lanes(&segments);
+    let mut next = lanes.into_iter();
+    for one in series.iter_mut() {
+        for point in one.points.iter_mut() {
+            let (lane, count) = next.next().expect("one lane per segment");
+            point.1 = point.1.round() + layout::lane_offset(lane, count);
+        }
     }
 }
 
@@ -235,7 +297,7 @@ pub fn draw_all(project: &Project, data_dir: &Path) -> Result<usize> {
                 )
             })?;
             for theme in THEMES {
-                let svg = draw::render(spec, &prepared, &theme, &run.caption())
+                let svg = draw::render(spec, &prepared, &theme, &run.caption_for(spec.clock))
                     .with_context(|| format!("drawing chart {}/{}", lab.slug, spec.name))?;
                 let path = out.join(svg_name(&lab.slug, &spec.name, &theme));
                 fs::write(&path, svg).with_context(|| format!("writing {}", path.display()))?;
@@ -244,4 +306,101 @@ pub fn draw_all(project: &Project, data_dir: &Path) -> Result<usize> {
         }
     }
     Ok(written)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const META: &str = r#"{"type":"meta","data":{"lab":"demo","mode":"quick","started":"2026-11-29T18:00:00Z","time_scale":1.0,"params":{},"machine":{"cpu":"Test CPU","cores":2,"os":"linux","kernel":"6.1","rustc":"rustc 1","crates":{}}}}"#;
+
+    fn run(lines: &[&str]) -> RunData {
+        let mut text = format!("{META}\n");
+        for line in lines {
+            text.push_str(line);
+            text.push('\n');
+        }
+        RunData::parse(&text).expect("a valid run")
+    }
+
+    #[test]
+    fn a_mark_field_with_several_numbers_gives_one_mark_each() {
+        let data = run(&[
+            r#"{"type":"sample","data":{"series":"a","values":{"t":1,"y":2}}}"#,
+            r#"{"type":"summary","data":{"series":"rounds","values":{"starts":"250.5 600 950","end":1200}}}"#,
+        ]);
+        let spec: ChartFile = toml::from_str(
+            r#"
+            [[chart]]
+            name = "c"
+            title = "t"
+            kind = "points"
+            x = "t"
+            y = "y"
+            [[chart.mark]]
+            series = "rounds"
+            field = "starts"
+            label = "round"
+            [[chart.mark]]
+            series = "rounds"
+            field = "end"
+            label = "end"
+            "#,
+        )
+        .expect("a valid spec");
+        let prepared = spec.chart[0].prepare(&data).expect("prepares");
+        let marks: Vec<(&str, f64)> = prepared
+            .marks
+            .iter()
+            .map(|(label, at)| (label.as_str(), *at))
+            .collect();
+        assert_eq!(
+            marks,
+            vec![
+                ("round 1", 250.5),
+                ("round 2", 600.0),
+                ("round 3", 950.0),
+                ("end", 1200.0)
+            ]
+        );
+    }
+
+    #[test]
+    fn lanes_are_shared_across_series_and_ticks_are_named() {
+        // Two kinds of request on row 3, overlapping in time, at the same
+        // offset the lab gave them: lanes part them.
+        let data = run(&[
+            r#"{"type":"sample","data":{"series":"slow","values":{"s":0,"e":400,"row":2.8}}}"#,
+            r#"{"type":"sample","data":{"series":"stream","values":{"s":1,"e":400,"row":2.8}}}"#,
+        ]);
+        let spec: ChartFile = toml::from_str(
+            r#"
+            [[chart]]
+            name = "c"
+            title = "t"
+            kind = "segments"
+            x = "s"
+            x_end = "e"
+            y = "row"
+            lanes = true
+            y_ticks = [[-1, "server out"], [3, "reset"]]
+            clock = "simulated"
+            "#,
+        )
+        .expect("a valid spec");
+        let chart = &spec.chart[0];
+        assert_eq!(chart.clock, Clock::Simulated);
+        assert_eq!(chart.y_ticks[0], (-1.0, String::from("server out")));
+        let prepared = chart.prepare(&data).expect("prepares");
+        let (slow, stream) = (
+            prepared.series[0].points[0].1,
+            prepared.series[1].points[0].1,
+        );
+        assert!(slow != stream, "{slow} {stream}");
+        assert!((slow - 3.0).abs() < 0.4 && (stream - 3.0).abs() < 0.4);
+
+        let mut unordered = chart.clone();
+        unordered.y_ticks.reverse();
+        assert!(unordered.prepare(&data).is_err());
+    }
 }
