@@ -23,7 +23,7 @@ use mdbook_driver::{MDBook, book::Chapter};
 
 use crate::{
     charts::{self, ChartSpec, THEMES},
-    data::{PointKind, RunData},
+    data::{Clock, PointKind, RunData},
     project::Project,
     widgets,
 };
@@ -215,12 +215,22 @@ fn expand_one(directive: &str, to_root: &str, lab_data: &LabData) -> Result<Stri
             let slug = words.next().context("missing lab slug")?;
             let kind: PointKind = words.next().context("missing record kind")?.parse()?;
             let fields: Vec<&str> = words.next().context("missing fields")?.split(',').collect();
-            let series: Vec<&str> = words
-                .next()
-                .map(|list| list.split(',').collect())
-                .unwrap_or_default();
-            ensure!(words.next().is_none(), "too many words");
-            data_table(slug, kind, &fields, &series, to_root, lab_data)
+            // Optional, in any order: the series list, and `clock=simulated`
+            // for a table of a seeded simulation (its caption then says so).
+            let mut series: Vec<&str> = Vec::new();
+            let mut clock = Clock::Measured;
+            for word in words {
+                match word.strip_prefix("clock=") {
+                    Some("simulated") => clock = Clock::Simulated,
+                    Some("measured") => clock = Clock::Measured,
+                    Some(other) => {
+                        bail!("clock={other}: expected clock=simulated or clock=measured")
+                    }
+                    None if series.is_empty() => series = word.split(',').collect(),
+                    None => bail!("too many words"),
+                }
+            }
+            data_table(slug, kind, &fields, &series, clock, to_root, lab_data)
         }
         Some("value") => {
             let usage = "usage: {{#value <slug> <series> <field>}}";
@@ -276,6 +286,7 @@ fn data_table(
     kind: PointKind,
     fields: &[&str],
     series: &[&str],
+    clock: Clock,
     to_root: &str,
     lab_data: &LabData,
 ) -> Result<String> {
@@ -321,7 +332,7 @@ fn data_table(
     table.push_str(&format!(
         "\n<p class=\"table-caption\">Lab <code>{slug}</code>, {}. \
          <a href=\"{to_root}lab-data/{slug}.jsonl\">Data</a>.</p>\n</div>\n",
-        html_escape(&run.caption())
+        html_escape(&run.caption_for(clock))
     ));
     Ok(table)
 }
@@ -396,6 +407,29 @@ mod tests {
         assert!(escaped.contains(">x&lt;y</span>"), "{escaped}");
         let literal = expand("\\{{#value demo a/b n}}", "", &lab_data()).unwrap();
         assert_eq!(literal, "{{#value demo a/b n}}");
+    }
+
+    #[test]
+    fn a_simulation_table_says_so_in_its_caption() {
+        let measured = expand("{{#table demo summary n a/b}}", "", &lab_data()).unwrap();
+        assert!(measured.contains("real time"), "{measured}");
+        let simulated = expand(
+            "{{#table demo summary n a/b clock=simulated}}",
+            "",
+            &lab_data(),
+        )
+        .unwrap();
+        assert!(
+            simulated.contains("simulation (seeded, simulated time)"),
+            "{simulated}"
+        );
+        assert!(!simulated.contains("Test CPU"), "{simulated}");
+        let wrong =
+            expand("{{#table demo summary n a/b clock=fast}}", "", &lab_data()).unwrap_err();
+        assert!(
+            format!("{wrong:#}").contains("expected clock=simulated"),
+            "{wrong:#}"
+        );
     }
 
     #[test]

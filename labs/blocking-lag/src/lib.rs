@@ -222,6 +222,11 @@ pub struct VariantSummary {
     /// ms since the prober started (the chart marks these).
     pub report_start_ms: f64,
     pub report_end_ms: f64,
+    /// When each report's computation started and ended, ms since the prober
+    /// started, space-separated in time order (the two-workers chart marks
+    /// every round with these).
+    pub report_starts_ms: String,
+    pub report_ends_ms: String,
     /// Mean time one report's computation took, as the server timed it.
     pub report_ms: f64,
     /// How long the client waited for its (first) answer: for the background
@@ -431,6 +436,21 @@ fn summarise(
         .iter()
         .map(|span| span.end_ms)
         .fold(f64::NEG_INFINITY, f64::max);
+    let times = |pick: fn(&server::Span) -> f64| {
+        let mut times: Vec<f64> = record
+            .spans
+            .iter()
+            .map(|span| pick(span) - origin_ms)
+            .collect();
+        times.sort_by(f64::total_cmp);
+        times
+            .iter()
+            .map(|ms| format!("{ms:.1}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let report_starts_ms = times(|span| span.start_ms);
+    let report_ends_ms = times(|span| span.end_ms);
     let report_ms = record
         .spans
         .iter()
@@ -487,6 +507,8 @@ fn summarise(
         stalled_rounds,
         report_start_ms: report_start - origin_ms,
         report_end_ms: report_end - origin_ms,
+        report_starts_ms,
+        report_ends_ms,
         report_ms,
         report_response_ms: response_ms.iter().copied().fold(f64::INFINITY, f64::min),
         health_count: health_stats.count,

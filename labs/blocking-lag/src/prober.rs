@@ -250,8 +250,7 @@ impl ProberProcess {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
-        let mut child = ChildGuard::spawn_command(command)
-            .context("the prober")?;
+        let mut child = ChildGuard::spawn_command(command).context("the prober")?;
         // ANCHOR_END: spawn
         let stdout = child.take_stdout().context("the prober has no stdout")?;
         let stdout = tokio::process::ChildStdout::from_std(stdout)
