@@ -60,11 +60,6 @@ impl RunData {
         }
     }
 
-    /// The caption line every chart and table from this run carries.
-    pub fn caption(&self) -> String {
-        self.caption_for(Clock::Measured)
-    }
-
     /// The caption for a chart or table fed by this run: a measurement names
     /// its mode, time scale, date and machine; a seeded simulation runs on
     /// simulated time, so neither the time scale nor the machine matter.
@@ -134,10 +129,9 @@ mod tests {
         let run = RunData::parse(&format!("{META}\n{SUMMARY}\n")).unwrap();
         assert_eq!(run.summaries.len(), 1);
         assert_eq!(
-            run.caption(),
+            run.caption_for(Clock::Measured),
             "quick mode, time compressed 50x, 2026-11-29, Test CPU (2 cores), Linux 6.1"
         );
-        assert_eq!(run.caption_for(Clock::Measured), run.caption());
         assert_eq!(
             run.caption_for(Clock::Simulated),
             "simulation (seeded, simulated time), quick mode, 2026-11-29"
