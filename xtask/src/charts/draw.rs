@@ -212,7 +212,9 @@ fn draw_bars(
         .margin(12)
         .x_label_area_size(34)
         .y_label_area_size(70)
-        .build_cartesian_2d((0..names.len()).into_segmented(), 0f64..top)
+        // A segmented range `0..n` has a segment for every value from 0 to n
+        // inclusive; `0..n - 1` gives exactly one slot per bar.
+        .build_cartesian_2d((0..names.len().saturating_sub(1)).into_segmented(), 0f64..top)
         .map_err(plot_error)?;
     let formatter = |value: &SegmentValue<usize>| match value {
         SegmentValue::CenterOf(index) => names.get(*index).cloned().unwrap_or_default(),
@@ -248,7 +250,8 @@ fn draw_bars(
             .map_err(plot_error)?;
         chart
             .draw_series(std::iter::once(Text::new(
-                tick(*value),
+                // Three significant figures on every bar, as in the tables.
+                lab_kit::Value::Num(*value).display(),
                 (SegmentValue::CenterOf(index), *value),
                 value_style.clone(),
             )))
@@ -541,11 +544,14 @@ where
                     style,
                 )))
                 .map_err(plot_error)?;
+            // In the bottom-right corner, named as "the diagonal": the end of
+            // the line is where the data crowd too, and the lab charts that
+            // draw it have their data at or above it, so the corner is free.
             let text_style = label_style(theme, 12).pos(Pos::new(HPos::Right, VPos::Bottom));
             chart
                 .draw_series(std::iter::once(Text::new(
-                    format!("{label} "),
-                    (to, to),
+                    format!("diagonal: {label} "),
+                    (x_high, y_low),
                     text_style,
                 )))
                 .map_err(plot_error)?;
