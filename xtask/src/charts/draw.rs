@@ -214,7 +214,10 @@ fn draw_bars(
         .y_label_area_size(70)
         // A segmented range `0..n` has a segment for every value from 0 to n
         // inclusive; `0..n - 1` gives exactly one slot per bar.
-        .build_cartesian_2d((0..names.len().saturating_sub(1)).into_segmented(), 0f64..top)
+        .build_cartesian_2d(
+            (0..names.len().saturating_sub(1)).into_segmented(),
+            0f64..top,
+        )
         .map_err(plot_error)?;
     let formatter = |value: &SegmentValue<usize>| match value {
         SegmentValue::CenterOf(index) => names.get(*index).cloned().unwrap_or_default(),
