@@ -4,10 +4,7 @@
 //! Each is set up as its README suggests, with the same delays as ours
 //! (50 ms first, 800 ms cap, 5 retries, jitter on).
 
-use std::{
-    sync::Arc,
-    time::{Duration, SystemTime},
-};
+use std::{sync::Arc, time::Duration};
 
 use anyhow::{Context, Result};
 use axum::http::StatusCode;
@@ -20,7 +17,7 @@ use crate::{
     Config,
     flaky::{self, FlakyConfig, Recorder, RetryAfterForm},
     live::client,
-    policy::{RetryPolicy, parse_retry_after, send_with_retries},
+    policy::{RetryPolicy, retry_after_of, send_with_retries},
 };
 
 /// The libraries compared.
@@ -71,11 +68,7 @@ async fn backon_attempt(builder: reqwest::RequestBuilder) -> Result<(), Failed> 
         retry_after: None,
     })?;
     let status = response.status();
-    let retry_after = response
-        .headers()
-        .get(reqwest::header::RETRY_AFTER)
-        .and_then(|value| value.to_str().ok())
-        .and_then(|value| parse_retry_after(value, SystemTime::now()));
+    let retry_after = retry_after_of(&response);
     let _ = response.bytes().await;
     if status.is_success() {
         Ok(())

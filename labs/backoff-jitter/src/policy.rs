@@ -127,6 +127,15 @@ pub fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
 }
 // ANCHOR_END: retry_after
 
+/// The wait a response's `Retry-After` header asks for, if it has a valid one.
+pub fn retry_after_of(response: &reqwest::Response) -> Option<Duration> {
+    response
+        .headers()
+        .get(reqwest::header::RETRY_AFTER)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| parse_retry_after(value, SystemTime::now()))
+}
+
 // ANCHOR: budget
 /// A token bucket for retries, shared by every call a client makes: each
 /// first attempt deposits `ratio` of a token, each retry withdraws a whole
@@ -240,11 +249,7 @@ async fn attempt(
     let exchange = async {
         let response = client.execute(request).await?;
         let status = response.status();
-        let retry_after = response
-            .headers()
-            .get(reqwest::header::RETRY_AFTER)
-            .and_then(|value| value.to_str().ok())
-            .and_then(|value| parse_retry_after(value, SystemTime::now()));
+        let retry_after = retry_after_of(&response);
         response.bytes().await?;
         Ok::<_, reqwest::Error>((status, retry_after))
     };

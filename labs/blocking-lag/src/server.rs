@@ -115,12 +115,17 @@ struct AppState {
 fn timed_report(rows: usize, spans: &Mutex<Vec<Span>>) -> Built {
     let start_ms = monotonic_ms();
     let built = build_report(rows);
+    record_span(spans, start_ms);
+    built
+}
+
+/// Writes down one report that started at `start_ms` and ends now.
+fn record_span(spans: &Mutex<Vec<Span>>, start_ms: f64) {
     let end_ms = monotonic_ms();
     spans
         .lock()
         .expect("the span list is never poisoned")
         .push(Span { start_ms, end_ms });
-    built
 }
 
 // ANCHOR: handlers
@@ -163,11 +168,7 @@ async fn report(State(app): State<Arc<AppState>>) -> Result<String, StatusCode> 
             Strategy::Chunked => {
                 let start_ms = monotonic_ms();
                 let built = build_report_chunked(rows, app.chunk_rows).await;
-                let end_ms = monotonic_ms();
-                spans
-                    .lock()
-                    .expect("the span list is never poisoned")
-                    .push(Span { start_ms, end_ms });
+                record_span(&spans, start_ms);
                 built
             }
             Strategy::BackgroundJob => return Err(StatusCode::NOT_FOUND),
