@@ -11,6 +11,7 @@ mod reaper;
 mod runner;
 mod serve;
 mod tidy;
+mod toolchain;
 mod widgets;
 
 use std::{
@@ -105,6 +106,7 @@ fn dispatch(arguments: &[String]) -> Result<()> {
         }
         "book" => {
             flags.allow(&["--no-run", "--data", "--full"])?;
+            toolchain::ensure(&project)?;
             let index = book_task(&project, &flags)?;
             println!("{}", index.display());
             Ok(())
@@ -118,6 +120,7 @@ fn dispatch(arguments: &[String]) -> Result<()> {
                 None => 3000,
             };
             let listener = serve::bind(port)?;
+            toolchain::ensure(&project)?;
             book_task(&project, &flags)?;
             println!(
                 "serving the book on http://{} (Ctrl-C stops)",
@@ -127,6 +130,7 @@ fn dispatch(arguments: &[String]) -> Result<()> {
         }
         "test" => {
             flags.allow(&[])?;
+            toolchain::ensure(&project)?;
             test_task(&project)
         }
         "browser" => {

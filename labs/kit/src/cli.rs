@@ -1,11 +1,14 @@
 //! The `main` every lab shares: parse `--quick` / `--full`, run the lab on a
 //! multi-thread runtime under a hard time budget, print errors once, exit 2.
 
-use std::{fmt, future::Future, process::ExitCode, str::FromStr, time::Duration};
+use std::{fmt, str::FromStr, time::Duration};
+#[cfg(feature = "runtime")]
+use std::{future::Future, process::ExitCode};
 
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 
+#[cfg(feature = "runtime")]
 use crate::record::Output;
 
 /// How long and how thoroughly a lab measures.
@@ -85,6 +88,7 @@ impl LabInfo {
 /// Parses the command line, runs `lab` with the mode and an [`Output`] on
 /// stdout, and turns the outcome into an exit code. Every failure, a blown
 /// budget included, becomes one line on stderr and exit code 2.
+#[cfg(feature = "runtime")]
 pub fn run_lab<F, Fut>(manifest: &str, lab: F) -> ExitCode
 where
     F: FnOnce(Mode, Output) -> Fut,
@@ -101,6 +105,7 @@ where
     }
 }
 
+#[cfg(feature = "runtime")]
 fn parse_and_run<F, Fut>(info: &LabInfo, lab: F) -> Result<()>
 where
     F: FnOnce(Mode, Output) -> Fut,

@@ -6,14 +6,17 @@
 //! A lab is a program that prints JSON Lines to stdout (see [`record`]) and its
 //! progress to stderr. [`cli::run_lab`] is the `main` every lab uses.
 
+#[cfg(feature = "runtime")]
 pub mod child;
 pub mod cli;
 pub mod clock;
 pub mod flags;
+#[cfg(feature = "runtime")]
 pub mod listener;
 pub mod machine;
 pub mod procnet;
 pub mod record;
+#[cfg(feature = "runtime")]
 pub mod server;
 pub mod stats;
 pub mod time;
