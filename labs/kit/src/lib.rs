@@ -11,6 +11,9 @@ pub mod cli;
 pub mod clock;
 pub mod flags;
 pub mod listener;
+// Compiled into the build script; here only for its tests.
+#[cfg(test)]
+mod lockfile;
 pub mod machine;
 pub mod procnet;
 pub mod record;
