@@ -16,8 +16,20 @@ use serde_json::Value;
 fn versions_members_depend_on() -> BTreeMap<String, BTreeSet<String>> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| env!("CARGO").to_string());
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../Cargo.toml");
+    // Only this machine's platform: then cargo needs only the packages a build
+    // here has already downloaded, and can stay offline.
+    let version = Command::new(&cargo)
+        .arg("-vV")
+        .output()
+        .unwrap_or_else(|error| panic!("running {cargo} -vV: {error}"));
+    let version = String::from_utf8_lossy(&version.stdout);
+    let host = version
+        .lines()
+        .find_map(|line| line.strip_prefix("host: "))
+        .unwrap_or_else(|| panic!("no host line in cargo -vV: {version}"));
     let output = Command::new(&cargo)
         .args(["metadata", "--format-version", "1", "--locked", "--offline"])
+        .args(["--filter-platform", host])
         .arg("--manifest-path")
         .arg(&manifest)
         .output()
