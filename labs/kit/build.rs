@@ -1,8 +1,13 @@
 //! Build script: bakes the compiler version and the versions of the HTTP crates
-//! from the workspace's Cargo.lock into the kit, so every `meta` record can say
-//! exactly what it measured.
+//! the workspace's own packages depend on (read from Cargo.lock) into the kit,
+//! so every `meta` record can say exactly what it measured.
 
 use std::{env, fs, path::PathBuf, process::Command};
+
+// The parser is shared with the kit's unit tests, which run it on locks made up
+// for the purpose.
+#[path = "src/lockfile.rs"]
+mod lockfile;
 
 /// The crates whose versions decide the behaviour the labs measure.
 const TRACKED: &[&str] = &[
@@ -31,20 +36,9 @@ fn main() {
             .join("../../Cargo.lock");
     println!("cargo:rerun-if-changed={}", lock.display());
     let text = fs::read_to_string(&lock).unwrap_or_default();
-    let mut found = Vec::new();
-    let mut name: Option<&str> = None;
-    for line in text.lines() {
-        if let Some(rest) = line.strip_prefix("name = ") {
-            name = Some(rest.trim_matches('"'));
-        } else if let (Some(current), Some(rest)) = (name, line.strip_prefix("version = ")) {
-            // Several versions of one crate can be locked (tower-http is); keep the newest listed.
-            if TRACKED.contains(&current) {
-                found.retain(|(known, _): &(&str, &str)| *known != current);
-                found.push((current, rest.trim_matches('"')));
-            }
-            name = None;
-        }
-    }
-    let joined: Vec<String> = found.iter().map(|(n, v)| format!("{n}={v}")).collect();
-    println!("cargo:rustc-env=LAB_KIT_CRATES={}", joined.join(","));
+    let joined: Vec<String> = lockfile::linked_versions(&text, TRACKED)
+        .into_iter()
+        .map(|(name, version)| format!("{name}={version}"))
+        .collect();
+    println!("cargo:rustc-env=LAB_KIT_CRATES={}", joined.join(";"));
 }

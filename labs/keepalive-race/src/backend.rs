@@ -2,6 +2,32 @@
 //! stock `axum::serve`, hyper's HTTP/1 server with a timer (so its
 //! `header_read_timeout` works, and doubles as an idle timeout), and a
 //! hardened hyper server with a request body timeout and a handler deadline.
+//!
+//! Why the handler deadline is tower-http's layer and not tower's own: tower's
+//! `TimeoutLayer` fails with an `Elapsed` error, and `Router::layer` takes
+//! only services whose error is `Infallible`, so this does not compile:
+//!
+//! ```compile_fail,E0277
+//! use std::time::Duration;
+//! let app = lab_keepalive_race::backend::app()
+//!     .layer(tower::timeout::TimeoutLayer::new(Duration::from_secs(15)));
+//! ```
+//!
+//! With `HandleErrorLayer` in front, turning the error into a status, it does
+//! (`tests/server_timeouts.rs` shows what a client then gets):
+//!
+//! ```
+//! use std::time::Duration;
+//! use axum::{error_handling::HandleErrorLayer, http::StatusCode};
+//! use tower::{BoxError, ServiceBuilder};
+//! let app = lab_keepalive_race::backend::app().layer(
+//!     ServiceBuilder::new()
+//!         .layer(HandleErrorLayer::new(|_: BoxError| async {
+//!             StatusCode::SERVICE_UNAVAILABLE
+//!         }))
+//!         .layer(tower::timeout::TimeoutLayer::new(Duration::from_secs(15))),
+//! );
+//! ```
 
 use std::{net::SocketAddr, time::Duration};
 
@@ -76,8 +102,9 @@ pub fn hardened_app(hardening: &Hardening) -> Router {
 }
 
 /// hyper's HTTP/1 connection builder with a timer. Without `.timer(...)`
-/// hyper silently disables `header_read_timeout`, which is exactly what
-/// `axum::serve` 0.8 does.
+/// hyper skips its default 30 s header read timeout without a word, which is
+/// what `axum::serve` 0.8 does (it never sets a timer); and a
+/// `header_read_timeout` set without a timer panics on every connection.
 pub fn http1_builder(header_read_timeout: Option<Duration>) -> hyper::server::conn::http1::Builder {
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder.timer(TokioTimer::new());

@@ -148,6 +148,9 @@ async fn probe_command_gives_a_verdict_and_one_error_line_for_bad_servers() {
     let (code, stdout, _, _) = run_probe(&axum.addr.to_string(), "1").await;
     assert_eq!(code, Some(0));
     assert!(stdout.contains("did not close"), "{stdout}");
+    // The verdict's last line ends with a newline, so a shell prompt or
+    // stderr does not run into it.
+    assert!(stdout.ends_with('\n'), "{stdout:?}");
 
     // A closed port: bind, note the port, close it.
     let closed_port = {

@@ -13,6 +13,9 @@ pub mod clock;
 pub mod flags;
 #[cfg(feature = "runtime")]
 pub mod listener;
+// Compiled into the build script; here only for its tests.
+#[cfg(test)]
+mod lockfile;
 pub mod machine;
 pub mod procnet;
 pub mod record;

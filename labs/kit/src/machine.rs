@@ -13,7 +13,9 @@ pub struct Machine {
     pub os: String,
     pub kernel: String,
     pub rustc: String,
-    /// Versions of the HTTP crates the lab was built with, from Cargo.lock.
+    /// Versions of the HTTP crates the labs were built with: the versions the
+    /// workspace's own packages depend on in Cargo.lock (not other versions
+    /// that only a dependency pulls in).
     pub crates: BTreeMap<String, String>,
 }
 
@@ -45,7 +47,7 @@ impl Machine {
             .map(|text| text.trim().to_string())
             .unwrap_or_else(|_| "unknown".into());
         let crates = env!("LAB_KIT_CRATES")
-            .split(',')
+            .split(';') // build.rs: "name=version;...", a version may hold ", "
             .filter_map(|pair| pair.split_once('='))
             .map(|(name, version)| (name.to_string(), version.to_string()))
             .collect();

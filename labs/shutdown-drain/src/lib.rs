@@ -48,11 +48,12 @@ pub mod production {
     /// Readiness probe `periodSeconds` (failureThreshold 1 in this lab).
     pub const READINESS_PERIOD_MS: u64 = 5_000;
     /// How long the server keeps serving after SIGTERM with readiness at 503
-    /// (in-app sleep or a preStop hook).
+    /// (an in-app sleep; a preStop hook can wait instead, see deploy/pod.yaml).
     pub const DRAIN_WAIT_MS: u64 = 10_000;
     /// The server's own hard deadline after SIGTERM.
     pub const HARD_DEADLINE_MS: u64 = 25_000;
-    /// `terminationGracePeriodSeconds`: the default, 30 s.
+    /// SIGTERM to SIGKILL: `terminationGracePeriodSeconds` (the default, 30 s)
+    /// minus the preStop hook's time, none in deploy/pod.yaml.
     pub const TERMINATION_GRACE_MS: u64 = 30_000;
     /// A long request in flight at SIGTERM (a report, an upload).
     pub const SLOW_MS: u64 = 20_000;
@@ -884,28 +885,106 @@ pub fn write_deploy(deploy: &Deploy, out: &mut Output) -> Result<()> {
 mod tests {
     use super::*;
 
-    /// The manifest the chapter shows and the lab's production values agree.
+    /// The seconds a `preStop` hook of `manifest` sleeps: the exec form
+    /// (`command: ["sleep", "N"]`) or Kubernetes' built-in sleep action
+    /// (`sleep: { seconds: N }`); 0 without a hook. Comment lines do not count.
+    fn pre_stop_sleep_seconds(manifest: &str) -> u64 {
+        let mut lines = manifest
+            .lines()
+            .map(|line| line.split('#').next().unwrap_or_default())
+            .filter(|line| !line.trim().is_empty())
+            .skip_while(|line| line.trim() != "preStop:");
+        let Some(hook) = lines.next() else {
+            return 0;
+        };
+        let hook_indent = hook.len() - hook.trim_start().len();
+        let body: String = lines
+            .take_while(|line| line.len() - line.trim_start().len() > hook_indent)
+            .collect();
+        let digits = |text: &str| -> u64 {
+            let number: String = text
+                .trim_start_matches(|c: char| !c.is_ascii_digit())
+                .chars()
+                .take_while(char::is_ascii_digit)
+                .collect();
+            number
+                .parse()
+                .unwrap_or_else(|_| panic!("no number of seconds in the preStop hook: {body}"))
+        };
+        if let Some((_, after)) = body.split_once("\"sleep\"") {
+            digits(after)
+        } else if let Some((_, after)) = body.split_once("seconds:") {
+            digits(after)
+        } else {
+            panic!("a preStop hook the test cannot read (not a sleep): {body}")
+        }
+    }
+
+    #[test]
+    fn reads_the_pre_stop_sleep_of_a_manifest() {
+        let exec = "lifecycle:\n  preStop:\n    exec: { command: [\"sleep\", \"10\"] }\n";
+        assert_eq!(pre_stop_sleep_seconds(exec), 10);
+        let builtin = "  preStop:\n    sleep:\n      seconds: 7\n";
+        assert_eq!(pre_stop_sleep_seconds(builtin), 7);
+        let commented = "      # preStop:\n      #   exec: { command: [\"sleep\", \"10\"] }\n";
+        assert_eq!(pre_stop_sleep_seconds(commented), 0);
+    }
+
+    /// The first `key: N` of `manifest` outside comments.
+    fn manifest_number(manifest: &str, key: &str) -> u64 {
+        manifest
+            .lines()
+            .find_map(|line| {
+                let (name, value) = line.split_once(':')?;
+                (name.trim() == key).then(|| value.split('#').next()?.trim().parse().ok())?
+            })
+            .unwrap_or_else(|| panic!("{key} is not in the manifest"))
+    }
+
+    /// Kubernetes starts `terminationGracePeriodSeconds` when it deletes the
+    /// pod, runs the preStop hook inside it, and sends SIGTERM only when the
+    /// hook returns: the app's time from SIGTERM to SIGKILL is the grace
+    /// period minus the hook. That is the time the lab plays, and the hard
+    /// deadline (counted from SIGTERM) must end inside it.
+    fn assert_shutdown_fits(manifest: &str, which: &str) {
+        let grace_ms = manifest_number(manifest, "terminationGracePeriodSeconds") * 1000;
+        let pre_stop_ms = pre_stop_sleep_seconds(manifest) * 1000;
+        assert!(
+            pre_stop_ms + production::HARD_DEADLINE_MS < grace_ms,
+            "{which}: a {pre_stop_ms} ms preStop hook plus the app's {} ms hard deadline does \
+             not fit in a {grace_ms} ms grace period: SIGKILL would come first",
+            production::HARD_DEADLINE_MS
+        );
+        assert_eq!(
+            grace_ms - pre_stop_ms,
+            production::TERMINATION_GRACE_MS,
+            "{which}: SIGTERM to SIGKILL (grace period minus preStop) is what the lab plays"
+        );
+    }
+
+    /// The manifest the chapter shows and the lab's production values agree,
+    /// and so does the preStop alternative its comment spells out.
     #[test]
     fn the_manifest_matches_the_production_values() {
         let manifest = include_str!("../deploy/pod.yaml");
-        let seconds = |key: &str| -> u64 {
-            manifest
-                .lines()
-                .find_map(|line| {
-                    let (name, value) = line.split_once(':')?;
-                    (name.trim() == key).then(|| value.split('#').next()?.trim().parse().ok())?
-                })
-                .unwrap_or_else(|| panic!("{key} is not in the manifest"))
-        };
+        assert_shutdown_fits(manifest, "the manifest");
         assert_eq!(
-            seconds("terminationGracePeriodSeconds") * 1000,
-            production::TERMINATION_GRACE_MS
-        );
-        assert_eq!(
-            seconds("periodSeconds") * 1000,
+            manifest_number(manifest, "periodSeconds") * 1000,
             production::READINESS_PERIOD_MS,
             "the first periodSeconds is the readiness probe's"
         );
+        // The alternative is written as comment lines that start with `#   `.
+        let alternative: String = manifest
+            .lines()
+            .filter_map(|line| line.trim_start().strip_prefix("#   "))
+            .map(|line| format!("{line}\n"))
+            .collect();
+        assert_ne!(
+            pre_stop_sleep_seconds(&alternative),
+            0,
+            "the commented alternative has a preStop hook: {alternative}"
+        );
+        assert_shutdown_fits(&alternative, "the commented preStop alternative");
     }
 
     #[test]
