@@ -1,6 +1,8 @@
 //! Retry amplification: a caller, a chain of services, and a dependency that
-//! is down. When every hop retries three times, the dependency sees 3^hops
-//! requests for one user call; when only the edge retries, it sees three.
+//! is down. When every hop makes three attempts (the first try and two
+//! retries), the dependency sees 3^hops requests for one user call; when only
+//! the edge retries, it sees three. In general (retries + 1)^hops: the base is
+//! the attempts per hop, not the retries.
 
 use std::{sync::Arc, time::Duration};
 
@@ -81,12 +83,29 @@ pub struct ChainPoint {
     /// Hops that may retry: the caller plus the services in between.
     pub hops: u32,
     pub services: u32,
+    /// Attempts each retrying hop makes: the first try plus its retries.
     pub attempts_per_hop: u32,
+    pub retries_per_hop: u32,
     /// Requests the failing dependency received for one user call.
     pub dependency_calls: u64,
     /// attempts_per_hop ^ hops, what theory predicts for every-layer retries.
     pub predicted: u64,
 }
+
+/// The deepest chain of the run, both ways, for the chapter's prose.
+#[derive(Debug, Clone, Serialize)]
+pub struct ChainSummary {
+    pub hops: u32,
+    pub attempts_per_hop: u32,
+    pub retries_per_hop: u32,
+    /// Requests the dependency received when every hop retried.
+    pub every_layer_calls: u64,
+    /// Requests the dependency received when only the edge retried.
+    pub edge_only_calls: u64,
+}
+
+/// The series of the [`ChainSummary`] record.
+pub const SUMMARY_SERIES: &str = "chain";
 
 /// Builds `services` forwarding services in front of a dependency that is
 /// always down, sends one call from the edge, and counts what reached it.
@@ -134,14 +153,18 @@ pub async fn measure(services: u32, attempts: u32, retry_at: RetryAt) -> Result<
         hops: services + 1,
         services,
         attempts_per_hop: attempts,
+        retries_per_hop: attempts - 1,
         dependency_calls,
         predicted: u64::from(attempts).pow(services + 1),
     })
 }
 
 /// Chains of 0 to `chain_depth - 1` services, retries at every layer and at the edge only.
+/// Ends with one summary of the deepest chain.
 pub async fn amplification(config: &Config, out: &mut Output) -> Result<()> {
+    let mut deepest = Vec::new();
     for retry_at in [RetryAt::EveryLayer, RetryAt::EdgeOnly] {
+        let mut last = None;
         for services in 0..config.chain_depth {
             eprintln!(
                 "backoff-jitter: chain of {services} services, {}",
@@ -151,7 +174,44 @@ pub async fn amplification(config: &Config, out: &mut Output) -> Result<()> {
                 .await
                 .with_context(|| format!("a chain of {services} services"))?;
             out.sample(retry_at.series(), &point)?;
+            last = Some(point);
         }
+        deepest.push(last.context("a chain depth of at least one")?);
     }
+    let [every_layer, edge_only] = deepest.as_slice() else {
+        anyhow::bail!("expected one deepest chain per retry placement");
+    };
+    out.summary_of(
+        SUMMARY_SERIES,
+        &ChainSummary {
+            hops: every_layer.hops,
+            attempts_per_hop: every_layer.attempts_per_hop,
+            retries_per_hop: every_layer.retries_per_hop,
+            every_layer_calls: every_layer.dependency_calls,
+            edge_only_calls: edge_only.dependency_calls,
+        },
+    )?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Two attempts per hop is one retry per hop: three hops send 2^3 = 8
+    // requests to the dependency, not (1 retry)^3 = 1 and not 3^3 = 27.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_base_of_the_power_is_the_attempts_per_hop() {
+        let every_layer = measure(2, 2, RetryAt::EveryLayer)
+            .await
+            .expect("the chain runs");
+        assert_eq!(every_layer.hops, 3);
+        assert_eq!(every_layer.retries_per_hop, 1);
+        assert_eq!(every_layer.dependency_calls, 8);
+        assert_eq!(every_layer.predicted, 8);
+        let edge_only = measure(2, 2, RetryAt::EdgeOnly)
+            .await
+            .expect("the chain runs");
+        assert_eq!(edge_only.dependency_calls, 2);
+    }
 }

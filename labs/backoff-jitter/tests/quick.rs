@@ -53,6 +53,11 @@ async fn quick_run_shows_every_mechanism() {
     assert!(
         number(&summary("live-retry-after"), "calls") < number(&summary("live-no-jitter"), "calls")
     );
+    // Against a fixed outage, full jitter spends its attempts sooner: more
+    // calls than no jitter, and some callers out of attempts before recovery.
+    let full_jitter = summary("live-full-jitter");
+    assert!(number(&full_jitter, "calls") > number(&summary("live-no-jitter"), "calls"));
+    assert!(number(&full_jitter, "failed") > 0.0);
     // The budget turns the storm into fast failures: retries near its ratio.
     let budget = summary("live-budget");
     let callers = number(&budget, "callers");
@@ -81,7 +86,8 @@ async fn quick_run_shows_every_mechanism() {
         assert!(number(&summary(name), "get_calls") > 0.0, "{name}");
     }
 
-    // Amplification: 3^hops when every hop retries, 3 when only the edge does.
+    // Amplification: with three attempts per hop (two retries), 3^hops when
+    // every hop retries, 3 when only the edge does.
     for point in out.samples("chain-every-layer") {
         assert_eq!(
             number(point, "dependency_calls"),
@@ -98,4 +104,14 @@ async fn quick_run_shows_every_mechanism() {
         out.samples("chain-every-layer").count(),
         config.chain_depth as usize
     );
+    let chain = summary(lab_backoff_jitter::chain::SUMMARY_SERIES);
+    let attempts = f64::from(config.chain_attempts);
+    assert_eq!(number(&chain, "attempts_per_hop"), attempts);
+    assert_eq!(number(&chain, "retries_per_hop"), attempts - 1.0);
+    assert_eq!(number(&chain, "hops"), f64::from(config.chain_depth));
+    assert_eq!(
+        number(&chain, "every_layer_calls"),
+        attempts.powf(f64::from(config.chain_depth))
+    );
+    assert_eq!(number(&chain, "edge_only_calls"), attempts);
 }
