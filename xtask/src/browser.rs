@@ -11,7 +11,7 @@ use std::{
     process::{Child, Command, Stdio},
     sync::mpsc,
     thread,
-    time::Duration,
+    time::{Duration, Instant},
 };
 
 use anyhow::{Context, Result, anyhow, bail};
@@ -56,6 +56,7 @@ impl Browser {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::null());
+        become_subreaper()?;
         command.process_group(0);
         // SAFETY: prctl is async-signal-safe; if the xtask dies, so does the driver.
         unsafe {
@@ -108,6 +109,10 @@ impl Browser {
             "--disable-extensions",
             "--no-first-run",
             "--window-size=1200,900",
+            // The book is served from 127.0.0.1 by address: every host name
+            // resolves to nothing, so the browser's own services (autofill,
+            // updates, ...) cannot send a packet off the machine.
+            "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
         ];
         let mut arguments: Vec<String> = arguments.iter().map(ToString::to_string).collect();
         arguments.push(format!("--user-data-dir={}", browser.profile.display()));
@@ -128,14 +133,44 @@ impl Browser {
         Ok(browser)
     }
 
-    /// Opens a page and waits for its load event.
-    pub fn goto(&self, url: &str) -> Result<()> {
+    /// Opens `url` and returns once that page, and not the one before it,
+    /// has loaded completely: the browser shows `url`, the document was
+    /// parsed to its end and its load event ran, the server answered 200,
+    /// and all `expected_bytes` of the page arrived. Fails with one line
+    /// naming the page and what was missing.
+    ///
+    /// chromedriver's own wait (the "normal" page-load strategy) ends when
+    /// the frame stops loading, and it answers success in two cases where the
+    /// page is not there: the navigation was aborted (Page.navigate reports
+    /// net::ERR_ABORTED, the old document stays), or the document's response
+    /// broke off after the page was shown (the frame stops loading, the page
+    /// stays half-parsed with `readyState` "loading", and a script run in it
+    /// sees a DOM without its content). So this does not take chromedriver's
+    /// word for it.
+    pub fn open(&self, url: &str, expected_bytes: u64) -> Result<()> {
+        // A mark on the document being left: the new document has none, so a
+        // state read from the old one is never mistaken for the new one's.
+        // It cannot be set on an error page, which the URL check catches.
+        let _ = self.eval("window.__xtaskLeftBehind = true; return true;");
         self.call(
             "POST",
             &format!("/session/{}/url", self.session),
             &json!({"url": url}),
         )?;
-        Ok(())
+        let deadline = Instant::now() + PAGE_LOAD_WAIT;
+        loop {
+            let state = PageState::read(self)?;
+            match state.verdict(url, expected_bytes) {
+                Verdict::Loaded => return Ok(()),
+                Verdict::Failed(reason) => bail!("{url}: {reason} ({state})"),
+                Verdict::Loading if Instant::now() >= deadline => bail!(
+                    "{url}: the page did not finish loading within {} s ({state})",
+                    PAGE_LOAD_WAIT.as_secs()
+                ),
+                // Still parsing or loading: wait for it, not for a fixed time.
+                Verdict::Loading => thread::sleep(Duration::from_millis(50)),
+            }
+        }
     }
 
     /// Runs a script in the page (`return ...;`) and returns its value.
@@ -239,6 +274,98 @@ impl Browser {
     }
 }
 
+/// How long `open` waits for a page chromedriver says has loaded to be
+/// complete. A page of the book loads in well under a second on a quiet
+/// machine; this bound only turns a page that never completes into an error.
+const PAGE_LOAD_WAIT: Duration = Duration::from_secs(30);
+
+/// A page's loading state as its document and its navigation timing tell it.
+struct PageState {
+    url: String,
+    left_behind: bool,
+    ready_state: String,
+    load_event_ended: bool,
+    response_ended: bool,
+    status: u64,
+    bytes: u64,
+}
+
+enum Verdict {
+    Loaded,
+    Loading,
+    Failed(&'static str),
+}
+
+impl PageState {
+    const SCRIPT: &str = r#"
+        const navigation = performance.getEntriesByType('navigation')[0];
+        return {
+          url: location.href,
+          left_behind: window.__xtaskLeftBehind === true,
+          ready_state: document.readyState,
+          load_event_ended: !!navigation && navigation.loadEventEnd > 0,
+          response_ended: !!navigation && navigation.responseEnd > 0,
+          status: navigation ? navigation.responseStatus : 0,
+          bytes: navigation ? navigation.decodedBodySize : 0,
+        };
+    "#;
+
+    fn read(browser: &Browser) -> Result<PageState> {
+        let value = browser.eval(Self::SCRIPT)?;
+        Ok(PageState {
+            url: value["url"].as_str().unwrap_or_default().to_string(),
+            left_behind: value["left_behind"] == Value::Bool(true),
+            ready_state: value["ready_state"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+            load_event_ended: value["load_event_ended"] == Value::Bool(true),
+            response_ended: value["response_ended"] == Value::Bool(true),
+            status: value["status"].as_u64().unwrap_or(0),
+            bytes: value["bytes"].as_u64().unwrap_or(0),
+        })
+    }
+
+    fn verdict(&self, url: &str, expected_bytes: u64) -> Verdict {
+        if self.left_behind {
+            // The navigation has not replaced the previous document yet.
+            return Verdict::Loading;
+        }
+        if self.url != url {
+            return Verdict::Failed("the browser shows another page");
+        }
+        if self.response_ended && self.status != 200 {
+            return Verdict::Failed("the server did not answer 200");
+        }
+        if self.response_ended && self.bytes != expected_bytes {
+            return Verdict::Failed("the page's response broke off");
+        }
+        if self.ready_state == "complete" && self.load_event_ended && self.response_ended {
+            Verdict::Loaded
+        } else {
+            Verdict::Loading
+        }
+    }
+}
+
+impl std::fmt::Display for PageState {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            formatter,
+            "shown: {}, readyState {}, load event {}, status {}, {} bytes",
+            self.url,
+            self.ready_state,
+            if self.load_event_ended {
+                "done"
+            } else {
+                "not done"
+            },
+            self.status,
+            self.bytes
+        )
+    }
+}
+
 /// Chromium's throwaway profiles live under target/, not /tmp, and a profile
 /// left by an xtask that was killed is removed the next time one starts.
 fn profiles_dir() -> PathBuf {
@@ -281,6 +408,69 @@ fn kill_group(child: &Child) {
     }
 }
 
+/// Chromium starts its crash handler with a double fork in a session of its
+/// own, outside chromedriver's process group, so killing the group does not
+/// reach it. As a subreaper, the xtask becomes the parent of every process
+/// the browser orphans (that handler, and the killed group's processes once
+/// chromedriver is gone) and can end and reap them itself.
+fn become_subreaper() -> Result<()> {
+    // SAFETY: prctl(2) with an integer argument; it changes only this process.
+    if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1) } != 0 {
+        bail!(
+            "making the xtask a subreaper: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+    Ok(())
+}
+
+/// The xtask's children that are Chromium processes (`chromium`,
+/// `chrome_crashpad_handler`), from every thread's list of children.
+fn chromium_children() -> Vec<libc::pid_t> {
+    let mut found = Vec::new();
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return found;
+    };
+    for task in tasks.flatten() {
+        let children = std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
+        for pid in children
+            .split_whitespace()
+            .filter_map(|pid| pid.parse().ok())
+        {
+            let name = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+            if name.starts_with("chrom") {
+                found.push(pid);
+            }
+        }
+    }
+    found
+}
+
+/// Ends what is left of the browser after its group was killed: every
+/// Chromium process the xtask inherited is killed and reaped, and the wait
+/// lasts until no process of the group is left either (bounded, so a process
+/// stuck in the kernel cannot hang the xtask).
+fn end_leftovers(group: libc::pid_t) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let children = chromium_children();
+        for &pid in &children {
+            // SAFETY: kill(2) and a non-blocking waitpid(2) on the xtask's own
+            // child; one still dying is reaped on a later turn.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+                libc::waitpid(pid, std::ptr::null_mut(), libc::WNOHANG);
+            }
+        }
+        // SAFETY: signal 0 only asks whether a process of the group exists.
+        let group_alive = unsafe { libc::kill(-group, 0) } == 0;
+        if (children.is_empty() && !group_alive) || Instant::now() >= deadline {
+            return;
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
 impl Drop for Browser {
     fn drop(&mut self) {
         if !self.session.is_empty() {
@@ -288,6 +478,7 @@ impl Drop for Browser {
         }
         kill_group(&self.driver);
         let _ = self.driver.wait();
+        end_leftovers(self.driver.id() as libc::pid_t);
         crate::reaper::unregister(self.driver.id() as libc::pid_t);
         let _ = std::fs::remove_dir_all(&self.profile);
     }

@@ -2,7 +2,10 @@
 //! chapter pages load their charts, the chart that shows follows the theme,
 //! search finds text, and no page logs a console error.
 
-use std::{path::Path, thread};
+use std::{
+    path::{Path, PathBuf},
+    thread,
+};
 
 use anyhow::{Context, Result, bail, ensure};
 use serde_json::Value;
@@ -12,11 +15,17 @@ use crate::{browser::Browser, project::Project, serve, tidy, widgets};
 /// Runs every check against the book in `book_out`, served on 127.0.0.1:0.
 pub fn check_book(book_out: &Path) -> Result<()> {
     let listener = serve::bind(0)?;
-    let base = format!("http://{}", listener.local_addr()?);
+    let site = Site {
+        base: format!("http://{}", listener.local_addr()?),
+        root: book_out.to_path_buf(),
+    };
     let root = book_out.to_path_buf();
     // The server thread ends with the process; it only reads files.
     thread::spawn(move || serve::serve_forever(listener, root));
     let browser = Browser::start()?;
+    // The theme is set in the origin's localStorage, so the browser starts
+    // on a page of the book rather than on about:blank.
+    site.open(&browser, "index.html")?;
 
     let mut pages_with_charts = 0;
     for page in tidy::files_with_extension(book_out, "html")? {
@@ -31,14 +40,14 @@ pub fn check_book(book_out: &Path) -> Result<()> {
         }
         pages_with_charts += 1;
         let expected = text.matches("class=\"lab-chart\"").count();
-        check_charts(&browser, &format!("{base}/{relative}"), &relative, expected)?;
+        check_charts(&browser, &site, &relative, expected)?;
     }
     ensure!(
         pages_with_charts > 0,
         "no page of the built book shows a chart"
     );
-    check_widgets(&browser, &base, book_out)?;
-    check_search(&browser, &format!("{base}/index.html"))?;
+    check_widgets(&browser, &site)?;
+    check_search(&browser, &site)?;
     let errors = browser.console_errors()?;
     ensure!(
         errors.is_empty(),
@@ -51,30 +60,53 @@ pub fn check_book(book_out: &Path) -> Result<()> {
     Ok(())
 }
 
+/// The built book as the browser sees it: served from `base`, read from `root`.
+struct Site {
+    base: String,
+    root: PathBuf,
+}
+
+impl Site {
+    /// Opens a page of the book and waits until all of it has loaded
+    /// (`Browser::open`): the page's size on disk is what must arrive.
+    fn open(&self, browser: &Browser, page: &str) -> Result<()> {
+        let bytes = std::fs::metadata(self.root.join(page))
+            .with_context(|| format!("{page} is not in the built book"))?
+            .len();
+        browser.open(&format!("{}/{page}", self.base), bytes)
+    }
+}
+
+/// The theme the page shows and, for each chart figure, its images. It runs
+/// after `Browser::open`, so the load event has run: every image has loaded
+/// or failed by then, and `complete` with a width means it loaded.
 const CHART_STATE: &str = r#"
-    const done = arguments[arguments.length - 1];
     const figures = [...document.querySelectorAll('figure.lab-chart')];
-    const images = figures.flatMap(figure => [...figure.querySelectorAll('img')]);
-    // Every image, hidden or not, must load; give up after 10 s and report.
-    const settled = Promise.all(images.map(image => image.decode().catch(() => null)));
-    Promise.race([settled, new Promise(resolve => setTimeout(resolve, 10000))]).then(() => {
-      done(figures.map(figure => [...figure.querySelectorAll('img')].map(image => ({
+    return {
+      theme: document.documentElement.className,
+      figures: figures.map(figure => [...figure.querySelectorAll('img')].map(image => ({
         theme: image.className,
         loaded: image.complete && image.naturalWidth > 0,
         shown: getComputedStyle(image).display !== 'none' && image.getBoundingClientRect().width > 0,
-      }))));
-    });
+      }))),
+    };
 "#;
 
-fn check_charts(browser: &Browser, url: &str, page: &str, expected: usize) -> Result<()> {
+fn check_charts(browser: &Browser, site: &Site, page: &str, expected: usize) -> Result<()> {
     for theme in ["light", "coal"] {
-        browser.goto(url)?;
+        // mdBook reads the theme from localStorage before the page is drawn:
+        // set it on the page being left, then open the chapter.
         browser.eval(&format!(
             "localStorage.setItem('mdbook-theme', '{theme}'); return true;"
         ))?;
-        browser.goto(url)?;
-        let state = browser.eval_async(CHART_STATE)?;
-        let figures = state
+        site.open(browser, page)?;
+        let state = browser.eval(CHART_STATE)?;
+        let shown_theme = state["theme"].as_str().unwrap_or_default();
+        ensure!(
+            shown_theme.split_whitespace().any(|class| class == theme),
+            "{page}: the {theme} theme was set but the page shows classes {shown_theme:?}"
+        );
+        let figures = state["figures"]
             .as_array()
             .context("the chart script returned no list")?;
         ensure!(
@@ -89,6 +121,12 @@ fn check_charts(browser: &Browser, url: &str, page: &str, expected: usize) -> Re
         };
         for (index, figure) in figures.iter().enumerate() {
             let images = figure.as_array().context("a figure without images")?;
+            ensure!(
+                images.len() == 2,
+                "{page}: chart {} has {} images, not a light and a dark one",
+                index + 1,
+                images.len()
+            );
             for image in images {
                 let name = image["theme"].as_str().unwrap_or_default();
                 if image["loaded"] != Value::Bool(true) {
@@ -122,15 +160,16 @@ const SEARCH: &str = r#"
     })();
 "#;
 
-fn check_search(browser: &Browser, url: &str) -> Result<()> {
-    browser.goto(url)?;
+fn check_search(browser: &Browser, site: &Site) -> Result<()> {
+    site.open(browser, "index.html")?;
     let hits = browser.eval_async(SEARCH)?.as_u64().unwrap_or(0);
     ensure!(hits > 0, "searching the book for TIME_WAIT found nothing");
     Ok(())
 }
 
 /// Runs each widget's `web/check.js` in the chapter page that shows it.
-fn check_widgets(browser: &Browser, base: &str, book_out: &Path) -> Result<()> {
+fn check_widgets(browser: &Browser, site: &Site) -> Result<()> {
+    let book_out = site.root.as_path();
     let project = Project::locate();
     for widget in widgets::discover(&project)? {
         let marker = format!("data-widget=\"{}\"", widget.name);
@@ -155,7 +194,7 @@ fn check_widgets(browser: &Browser, base: &str, book_out: &Path) -> Result<()> {
             bail!("widget {} has no web/check.js browser test", widget.name);
         };
         let script = std::fs::read_to_string(&script_path)?;
-        browser.goto(&format!("{base}/{page}"))?;
+        site.open(browser, page)?;
         let result = browser
             .eval_async(&script)
             .with_context(|| format!("running {}", script_path.display()))?;
