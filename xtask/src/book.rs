@@ -25,6 +25,7 @@ use crate::{
     charts::{self, ChartSpec, THEMES},
     data::{Clock, PointKind, RunData},
     project::Project,
+    steps::Steps,
     widgets,
 };
 
@@ -69,13 +70,25 @@ impl LabData {
     }
 }
 
-/// Builds the book from `data_dir` into target/book and returns index.html.
-pub fn build(project: &Project, data_dir: &Path) -> Result<PathBuf> {
-    let written = charts::draw_all(project, data_dir)?;
+/// Builds the book from `data_dir` into target/book and returns index.html,
+/// in three steps: the charts, the widgets, the book itself.
+pub fn build(project: &Project, data_dir: &Path, steps: &mut Steps) -> Result<PathBuf> {
+    let written = steps.run("draw the charts", || {
+        let written = charts::draw_all(project, data_dir)?;
+        eprintln!("    {written} SVG files from {}", data_dir.display());
+        Ok(written)
+    })?;
+    steps.run("build the widgets (wasm32)", || build_widgets(project))?;
+    steps.run("build the book (mdBook)", || {
+        render(project, data_dir, written)
+    })
+}
+
+fn build_widgets(project: &Project) -> Result<()> {
     let sizes = widgets::build_all(project)?;
     for size in &sizes {
         eprintln!(
-            "widget {}: {} KB of JS and wasm ({} KB gzipped; limit {} KB)",
+            "    widget {}: {} KB of JS and wasm ({} KB gzipped; limit {} KB)",
             size.name,
             size.bytes / 1000,
             size.gzip_bytes / 1000,
@@ -87,6 +100,10 @@ pub fn build(project: &Project, data_dir: &Path) -> Result<PathBuf> {
             size.name
         );
     }
+    Ok(())
+}
+
+fn render(project: &Project, data_dir: &Path, written: usize) -> Result<PathBuf> {
     let lab_data = LabData::load(project, data_dir)?;
     let mut book =
         MDBook::load(&project.root).map_err(|error| anyhow!("loading the book: {error:#}"))?;
@@ -122,7 +139,7 @@ pub fn build(project: &Project, data_dir: &Path) -> Result<PathBuf> {
             .with_context(|| format!("copying {name}"))?;
     }
     eprintln!(
-        "book: {written} chart files, {} data files",
+        "    {written} chart files, {} data files",
         lab_data.runs.len()
     );
     Ok(out.join("index.html"))

@@ -6,25 +6,23 @@ mod browser;
 mod browser_checks;
 mod charts;
 mod data;
+mod lab_runs;
 mod project;
 mod reaper;
 mod runner;
 mod serve;
+mod steps;
 mod tidy;
 mod toolchain;
 mod widgets;
 
-use std::{
-    io::{IsTerminal, Write},
-    path::PathBuf,
-    process::{Command, ExitCode},
-    time::{Duration, Instant},
-};
+use std::{path::PathBuf, process::ExitCode};
 
 use anyhow::{Context, Result, bail};
 use lab_kit::Mode;
 
-use project::{Lab, Project};
+use project::Project;
+use steps::Steps;
 
 const HELP: &str = "\
 cargo xtask <task> [options]
@@ -247,7 +245,10 @@ fn lab_task(project: &Project, flags: &Flags) -> Result<()> {
     let out_dir = flags
         .path("--out")
         .unwrap_or_else(|| project.reference_data());
-    run_labs(project, &labs, flags.mode()?, &out_dir)
+    let mut steps = Steps::new("lab");
+    let outcome = lab_runs::run_labs(project, &labs, flags.mode()?, &out_dir, &mut steps);
+    steps.print_report();
+    outcome
 }
 
 fn book_task(project: &Project, flags: &Flags) -> Result<PathBuf> {
@@ -259,11 +260,18 @@ fn book_task(project: &Project, flags: &Flags) -> Result<PathBuf> {
     } else if let Some(own) = flags.path("--data") {
         overlay_runs(project, &own)?
     } else {
-        let data_dir = project.fresh_data();
-        run_labs(project, &project.labs()?, flags.mode()?, &data_dir)?;
-        data_dir
+        project.fresh_data()
     };
-    book::build(project, &data_dir)
+    let mut steps = Steps::new("book");
+    let outcome = (|| {
+        if !flags.has("--no-run") && !flags.has("--data") {
+            let labs = project.labs()?;
+            lab_runs::run_labs(project, &labs, flags.mode()?, &data_dir, &mut steps)?;
+        }
+        book::build(project, &data_dir, &mut steps)
+    })();
+    steps.print_report();
+    outcome
 }
 
 /// The reader's runs in `own` laid over the reference runs, in
@@ -312,140 +320,9 @@ fn overlay_runs(project: &Project, own: &std::path::Path) -> Result<PathBuf> {
     Ok(merged)
 }
 
-/// One row of the timing report.
-struct LabReport {
-    slug: String,
-    mode: Mode,
-    duration: Duration,
-    records: usize,
-    outcome: Result<()>,
-}
-
-/// Builds the labs in release, runs each with a progress line, prints the
-/// timing table, and fails if any lab failed (naming each, with its stderr).
-fn run_labs(project: &Project, labs: &[Lab], mode: Mode, out_dir: &std::path::Path) -> Result<()> {
-    let mut build = project.cargo();
-    build.args(["build", "--release"]);
-    for lab in labs {
-        build.args(["--package", &lab.package]);
-    }
-    eprintln!("building {} lab(s) in release", labs.len());
-    let status = build.status().context("running cargo build")?;
-    if !status.success() {
-        bail!("building the labs failed ({status})");
-    }
-    let binaries = project.cargo_target().join("release");
-    let mut reports = Vec::new();
-    let interactive = std::io::stderr().is_terminal();
-    for (index, lab) in labs.iter().enumerate() {
-        let budget = lab.budget(mode);
-        let label = format!(
-            "[{}/{}] {} ({mode}, budget {}s)",
-            index + 1,
-            labs.len(),
-            lab.slug,
-            budget.as_secs()
-        );
-        eprintln!("{label}");
-        let mut command = Command::new(binaries.join(&lab.package));
-        command.arg(format!("--{mode}")).current_dir(&project.root);
-        let started = Instant::now();
-        let destination = out_dir.join(format!("{}.jsonl", lab.slug));
-        // The lab stops itself at its budget; the kill timer is the backstop.
-        let kill_after = budget + Duration::from_secs(5);
-        let result =
-            runner::run_lab_command(command, &lab.slug, kill_after, &destination, |line| {
-                if interactive {
-                    let shown: String = line.chars().take(90).collect();
-                    eprint!(
-                        "\r\x1b[2K  {:>5.1}s  {shown}",
-                        started.elapsed().as_secs_f64()
-                    );
-                    let _ = std::io::stderr().flush();
-                }
-            });
-        if interactive {
-            eprint!("\r\x1b[2K");
-        }
-        let duration = started.elapsed();
-        let (records, outcome) = match result {
-            Ok(output) => (output.records, Ok(())),
-            Err(error) => (0, Err(error)),
-        };
-        match &outcome {
-            Ok(()) => eprintln!(
-                "  done in {:.1}s, {records} records -> {}",
-                duration.as_secs_f64(),
-                destination.display()
-            ),
-            Err(error) => eprintln!("  FAILED after {:.1}s: {error:#}", duration.as_secs_f64()),
-        }
-        reports.push(LabReport {
-            slug: lab.slug.clone(),
-            mode,
-            duration,
-            records,
-            outcome,
-        });
-    }
-    print_table(&reports);
-    let failed: Vec<String> = reports
-        .iter()
-        .filter_map(|report| {
-            // The full error was printed when the lab failed; here, one line each.
-            let error = report.outcome.as_ref().err()?;
-            let text = format!("{error:#}");
-            Some(format!(
-                "  {}: {}",
-                report.slug,
-                text.lines().next().unwrap_or_default()
-            ))
-        })
-        .collect();
-    if !failed.is_empty() {
-        bail!(
-            "{} of {} lab(s) failed; their previous data files are unchanged:\n{}",
-            failed.len(),
-            reports.len(),
-            failed.join("\n")
-        );
-    }
-    Ok(())
-}
-
-fn print_table(reports: &[LabReport]) {
-    println!(
-        "{:<18} {:<6} {:>10} {:>8}  outcome",
-        "lab", "mode", "duration", "records"
-    );
-    for report in reports {
-        let outcome = if report.outcome.is_ok() {
-            "ok"
-        } else {
-            "FAILED"
-        };
-        println!(
-            "{:<18} {:<6} {:>9.1}s {:>8}  {outcome}",
-            report.slug,
-            report.mode.to_string(),
-            report.duration.as_secs_f64(),
-            report.records
-        );
-    }
-}
-
 /// Everything CI checks. Every step runs, so one run shows every failure.
 fn test_task(project: &Project) -> Result<()> {
-    let mut steps: Vec<(&str, Duration, Result<()>)> = Vec::new();
-    let mut step = |name: &'static str, work: &mut dyn FnMut() -> Result<()>| {
-        eprintln!("\n== {name}");
-        let started = Instant::now();
-        let outcome = work();
-        if let Err(error) = &outcome {
-            eprintln!("error: {name}: {error:#}");
-        }
-        steps.push((name, started.elapsed(), outcome));
-    };
+    let mut steps = Steps::new("test");
     let cargo_step = |arguments: &[&str]| -> Result<()> {
         let status = project
             .cargo()
@@ -458,53 +335,58 @@ fn test_task(project: &Project) -> Result<()> {
             bail!("cargo {} failed ({status})", arguments.join(" "))
         }
     };
-    step("cargo fmt --check", &mut || {
+    let _ = steps.run("cargo fmt --check", || {
         cargo_step(&["fmt", "--all", "--check"])
     });
-    step("cargo clippy", &mut || {
+    let _ = steps.run("cargo clippy", || {
         cargo_step(&[
             "clippy",
             "--workspace",
             "--all-targets",
-            "--quiet",
             "--",
             "-D",
             "warnings",
         ])
     });
-    step("cargo test", &mut || {
-        cargo_step(&["test", "--workspace", "--quiet"])
+    // The labs' tests in release: the very artifacts `cargo xtask book` built
+    // (see README, "How long it takes"); the xtask's in its own profile, the
+    // one `cargo xtask` itself was built in.
+    let _ = steps.run("cargo test (labs, release)", || {
+        cargo_step(&[
+            "test",
+            "--release",
+            "--workspace",
+            "--exclude",
+            "xtask",
+            "--",
+            "--quiet",
+        ])
     });
-    step("tidy: sources", &mut || {
+    let _ = steps.run("cargo test (xtask)", || {
+        cargo_step(&[
+            "test",
+            "--profile",
+            "xtask",
+            "--package",
+            "xtask",
+            "--",
+            "--quiet",
+        ])
+    });
+    let _ = steps.run("tidy: sources", || {
         tidy::check_sources(project)?.into_result()
     });
-    let mut built = false;
-    step("book from reference runs", &mut || {
-        let index = book::build(project, &project.reference_data())?;
-        built = index.exists();
-        if built {
-            Ok(())
-        } else {
-            bail!("{} was not written", index.display())
-        }
-    });
-    if built {
-        step("tidy: built book", &mut || {
+    if book::build(project, &project.reference_data(), &mut steps).is_ok() {
+        let _ = steps.run("tidy: built book", || {
             tidy::check_built_book(&project.book_out())?.into_result()
         });
-        step("browser: book pages", &mut || {
+        let _ = steps.run("browser: book pages", || {
             browser_checks::check_book(&project.book_out())
         });
     }
-    eprintln!("\n{:<28} {:>9}  outcome", "step", "duration");
-    let mut failed = 0;
-    for (name, duration, outcome) in &steps {
-        let verdict = if outcome.is_ok() { "ok" } else { "FAILED" };
-        failed += usize::from(outcome.is_err());
-        eprintln!("{name:<28} {:>8.1}s  {verdict}", duration.as_secs_f64());
-    }
-    if failed > 0 {
-        bail!("{failed} of {} checks failed", steps.len());
+    steps.print_report();
+    if steps.failed() > 0 {
+        bail!("{} of {} checks failed", steps.failed(), steps.len());
     }
     Ok(())
 }

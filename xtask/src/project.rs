@@ -118,6 +118,9 @@ pub struct Lab {
     pub dir: PathBuf,
     pub quick_budget: Duration,
     pub full_budget: Duration,
+    /// The lab waits on timers rather than on the CPU, so the xtask may run it
+    /// at the same time as the other labs that say so (`side-by-side = true`).
+    pub side_by_side: bool,
 }
 
 #[derive(Deserialize)]
@@ -143,6 +146,8 @@ struct LabMetadata {
     title: String,
     quick_budget: u64,
     full_budget: u64,
+    #[serde(default)]
+    side_by_side: bool,
 }
 
 impl Lab {
@@ -181,6 +186,7 @@ impl Lab {
             dir,
             quick_budget: Duration::from_secs(meta.quick_budget),
             full_budget: Duration::from_secs(meta.full_budget),
+            side_by_side: meta.side_by_side,
         }))
     }
 

@@ -120,7 +120,6 @@ pub fn build_all(project: &Project) -> Result<Vec<SizeReport>> {
     let mut build = project.cargo();
     build.args([
         "build",
-        "--quiet",
         "--target",
         "wasm32-unknown-unknown",
         "--profile",
@@ -129,7 +128,10 @@ pub fn build_all(project: &Project) -> Result<Vec<SizeReport>> {
     for widget in &widgets {
         build.args(["--package", &widget.package]);
     }
-    eprintln!("building {} widget(s) for wasm32", widgets.len());
+    eprintln!(
+        "    {} widget(s): cargo build --target wasm32-unknown-unknown --profile widget",
+        widgets.len()
+    );
     let status = build
         .status()
         .context("running cargo build for the widgets")?;

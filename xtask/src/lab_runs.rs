@@ -1,0 +1,332 @@
+//! Running a set of labs for `cargo xtask lab` and `cargo xtask book`: build
+//! them in release, run them, show their progress, and print the timing table.
+//!
+//! Labs that wait on compressed timers (`side-by-side = true` in their
+//! `[package.metadata.lab]`) run at the same time, as one batch; every other
+//! lab runs alone, because what it measures is the CPU (blocking-lag's lag,
+//! the simulation's speed). A lab that runs alone never shares the machine
+//! with another lab.
+
+use std::{
+    io::{IsTerminal, Write},
+    path::{Path, PathBuf},
+    process::Command,
+    sync::mpsc,
+    thread,
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context, Result, bail};
+use lab_kit::Mode;
+
+use crate::{project::Lab, project::Project, runner, steps::Steps};
+
+/// Without a terminal to redraw a status line in, a running lab's progress is
+/// printed as a new line this often.
+const HEARTBEAT: Duration = Duration::from_secs(10);
+
+/// One row of the timing report.
+struct LabReport {
+    slug: String,
+    mode: Mode,
+    duration: Duration,
+    records: usize,
+    outcome: Result<()>,
+}
+
+/// Builds `labs` in release and runs them into `out_dir`; fails, naming each
+/// failed lab, if any failed (their previous data files stay as they were).
+pub fn run_labs(
+    project: &Project,
+    labs: &[Lab],
+    mode: Mode,
+    out_dir: &Path,
+    steps: &mut Steps,
+) -> Result<()> {
+    steps.run("build the labs (release)", || build(project, labs))?;
+    let batches = batches(labs);
+    let name = format!("run {} lab(s), {mode} mode", labs.len());
+    steps.run(&name, || {
+        let binaries = project.cargo_target().join("release");
+        let mut reports = Vec::new();
+        let mut done = 0;
+        for batch in &batches {
+            let first = done + 1;
+            done += batch.len();
+            let counter = if batch.len() == 1 {
+                format!("[{first}/{}]", labs.len())
+            } else {
+                format!("[{first}-{done}/{}]", labs.len())
+            };
+            for lab in batch {
+                eprintln!(
+                    "{counter} {} ({mode}, budget {}s){}",
+                    lab.slug,
+                    lab.budget(mode).as_secs(),
+                    if batch.len() > 1 { " side by side" } else { "" }
+                );
+            }
+            reports.extend(run_batch(project, &binaries, batch, mode, out_dir));
+        }
+        reports.sort_by(|left, right| left.slug.cmp(&right.slug));
+        print_table(&reports);
+        let failed: Vec<String> = reports
+            .iter()
+            .filter_map(|report| {
+                // The full error was printed when the lab failed; here, one line each.
+                let error = report.outcome.as_ref().err()?;
+                let text = format!("{error:#}");
+                Some(format!(
+                    "  {}: {}",
+                    report.slug,
+                    text.lines().next().unwrap_or_default()
+                ))
+            })
+            .collect();
+        if !failed.is_empty() {
+            bail!(
+                "{} of {} lab(s) failed; their previous data files are unchanged:\n{}",
+                failed.len(),
+                reports.len(),
+                failed.join("\n")
+            );
+        }
+        Ok(())
+    })
+}
+
+fn build(project: &Project, labs: &[Lab]) -> Result<()> {
+    let mut build = project.cargo();
+    build.args(["build", "--release"]);
+    for lab in labs {
+        build.args(["--package", &lab.package]);
+    }
+    let status = build.status().context("running cargo build")?;
+    if !status.success() {
+        bail!("building the labs failed ({status})");
+    }
+    Ok(())
+}
+
+/// The labs in the order they run: each lab that must run alone is a batch of
+/// its own; the side-by-side labs are one batch, run last.
+fn batches(labs: &[Lab]) -> Vec<Vec<&Lab>> {
+    let mut batches: Vec<Vec<&Lab>> = labs
+        .iter()
+        .filter(|lab| !lab.side_by_side)
+        .map(|lab| vec![lab])
+        .collect();
+    let together: Vec<&Lab> = labs.iter().filter(|lab| lab.side_by_side).collect();
+    if !together.is_empty() {
+        batches.push(together);
+    }
+    batches
+}
+
+enum Event {
+    Line(usize, String),
+    Finished(usize, Duration, Result<runner::RunOutput>),
+}
+
+/// Runs the labs of one batch at the same time, each on its own thread, and
+/// shows their progress until the last one ends.
+fn run_batch(
+    project: &Project,
+    binaries: &Path,
+    batch: &[&Lab],
+    mode: Mode,
+    out_dir: &Path,
+) -> Vec<LabReport> {
+    let (sender, events) = mpsc::channel();
+    let started = Instant::now();
+    for (index, lab) in batch.iter().enumerate() {
+        let mut command = Command::new(binaries.join(&lab.package));
+        command.arg(format!("--{mode}")).current_dir(&project.root);
+        let destination: PathBuf = out_dir.join(format!("{}.jsonl", lab.slug));
+        // The lab stops itself at its budget; the kill timer is the backstop.
+        let kill_after = lab.budget(mode) + Duration::from_secs(5);
+        let slug = lab.slug.clone();
+        let sender = sender.clone();
+        thread::spawn(move || {
+            let lines = sender.clone();
+            let result =
+                runner::run_lab_command(command, &slug, kill_after, &destination, |line| {
+                    let _ = lines.send(Event::Line(index, line.to_string()));
+                });
+            let _ = sender.send(Event::Finished(index, started.elapsed(), result));
+        });
+    }
+    drop(sender);
+
+    let mut progress = Progress::new(batch);
+    let mut reports = Vec::new();
+    while reports.len() < batch.len() {
+        match events.recv_timeout(Duration::from_millis(250)) {
+            Ok(Event::Line(index, line)) => progress.line(index, line),
+            Ok(Event::Finished(index, duration, result)) => {
+                progress.clear();
+                let lab = batch[index];
+                let destination = out_dir.join(format!("{}.jsonl", lab.slug));
+                let (records, outcome) = match result {
+                    Ok(output) => (output.records, Ok(())),
+                    Err(error) => (0, Err(error)),
+                };
+                match &outcome {
+                    Ok(()) => eprintln!(
+                        "  {}: done in {:.1}s, {records} records -> {}",
+                        lab.slug,
+                        duration.as_secs_f64(),
+                        destination.display()
+                    ),
+                    Err(error) => eprintln!(
+                        "  {}: FAILED after {:.1}s: {error:#}",
+                        lab.slug,
+                        duration.as_secs_f64()
+                    ),
+                }
+                progress.finish(index);
+                reports.push(LabReport {
+                    slug: lab.slug.clone(),
+                    mode,
+                    duration,
+                    records,
+                    outcome,
+                });
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            // Every thread has sent its Finished; nothing more will come.
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        }
+        progress.tick();
+    }
+    progress.clear();
+    reports
+}
+
+/// What the reader sees while labs run: on a terminal, one status line
+/// redrawn in place; otherwise a line per running lab every [`HEARTBEAT`], so
+/// a log never sits on one line while work goes on.
+struct Progress {
+    started: Instant,
+    interactive: bool,
+    running: Vec<Option<(String, String)>>,
+    last_heartbeat: Instant,
+    drawn: bool,
+}
+
+impl Progress {
+    fn new(batch: &[&Lab]) -> Progress {
+        Progress {
+            started: Instant::now(),
+            interactive: std::io::stderr().is_terminal(),
+            running: batch
+                .iter()
+                .map(|lab| Some((lab.slug.clone(), String::new())))
+                .collect(),
+            last_heartbeat: Instant::now(),
+            drawn: false,
+        }
+    }
+
+    fn line(&mut self, index: usize, line: String) {
+        if let Some(Some((_, last))) = self.running.get_mut(index) {
+            *last = line;
+        }
+    }
+
+    fn finish(&mut self, index: usize) {
+        if let Some(slot) = self.running.get_mut(index) {
+            *slot = None;
+        }
+    }
+
+    fn tick(&mut self) {
+        let elapsed = self.started.elapsed().as_secs_f64();
+        let running: Vec<&(String, String)> = self.running.iter().flatten().collect();
+        if running.is_empty() {
+            return;
+        }
+        if self.interactive {
+            let status = if let [(slug, line)] = running.as_slice() {
+                format!("{slug}: {line}")
+            } else {
+                running
+                    .iter()
+                    .map(|(slug, _)| slug.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            let shown: String = status.chars().take(90).collect();
+            eprint!("\r\x1b[2K  {elapsed:>5.1}s  {shown}");
+            let _ = std::io::stderr().flush();
+            self.drawn = true;
+        } else if self.last_heartbeat.elapsed() >= HEARTBEAT {
+            self.last_heartbeat = Instant::now();
+            for (slug, line) in running {
+                let shown: String = line.chars().take(90).collect();
+                eprintln!("  {elapsed:>5.1}s  {slug}: {shown}");
+            }
+        }
+    }
+
+    fn clear(&mut self) {
+        if self.drawn {
+            eprint!("\r\x1b[2K");
+            self.drawn = false;
+        }
+    }
+}
+
+fn print_table(reports: &[LabReport]) {
+    println!(
+        "{:<18} {:<6} {:>10} {:>8}  outcome",
+        "lab", "mode", "duration", "records"
+    );
+    for report in reports {
+        let outcome = if report.outcome.is_ok() {
+            "ok"
+        } else {
+            "FAILED"
+        };
+        println!(
+            "{:<18} {:<6} {:>9.1}s {:>8}  {outcome}",
+            report.slug,
+            report.mode.to_string(),
+            report.duration.as_secs_f64(),
+            report.records
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lab(slug: &str, side_by_side: bool) -> Lab {
+        Lab {
+            slug: slug.to_string(),
+            package: format!("lab-{slug}"),
+            title: slug.to_string(),
+            dir: PathBuf::from(slug),
+            quick_budget: Duration::from_secs(1),
+            full_budget: Duration::from_secs(2),
+            side_by_side,
+        }
+    }
+
+    #[test]
+    fn labs_that_need_the_cpu_run_alone_and_the_rest_run_together_last() {
+        let labs = [
+            lab("a", true),
+            lab("b", false),
+            lab("c", true),
+            lab("d", false),
+        ];
+        let order: Vec<Vec<&str>> = batches(&labs)
+            .iter()
+            .map(|batch| batch.iter().map(|lab| lab.slug.as_str()).collect())
+            .collect();
+        assert_eq!(order, vec![vec!["b"], vec!["d"], vec!["a", "c"]]);
+        assert!(batches(&[]).is_empty());
+    }
+}
