@@ -5,7 +5,7 @@
 //! atop every file, no test switched off).
 
 use std::{
-    collections::{HashMap, HashSet},
+    collections::{BTreeMap, HashMap, HashSet},
     fs,
     path::{Component, Path, PathBuf},
 };
@@ -54,6 +54,10 @@ pub fn check_sources(project: &Project) -> Result<Problems> {
             }
         }
     }
+    // The versions this checkout's labs link (the kit reads them from
+    // Cargo.lock when it is built): a reference run must name the same, or
+    // its captions say it measured crates it did not.
+    let built_with = lab_kit::machine::Machine::collect().crates;
     for lab in project.labs()? {
         let slug = &lab.slug;
         let chapter_name = format!("{slug}.md");
@@ -80,6 +84,9 @@ pub fn check_sources(project: &Project) -> Result<Problems> {
                 continue;
             }
         };
+        if let Some(problem) = stale_versions(slug, &run.meta.machine.crates, &built_with) {
+            problems.add(problem);
+        }
         let specs = charts::load_specs(&lab)?;
         for spec in &specs {
             if let Err(error) = spec.prepare(&run) {
@@ -94,7 +101,31 @@ pub fn check_sources(project: &Project) -> Result<Problems> {
         }
     }
     check_rust_files(project, &mut problems)?;
+    check_test_switches(project, &mut problems)?;
     Ok(problems)
+}
+
+/// A reference run recorded with other versions of the HTTP crates than the
+/// workspace builds today: one line naming each difference and the fix.
+fn stale_versions(
+    slug: &str,
+    recorded: &BTreeMap<String, String>,
+    built_with: &BTreeMap<String, String>,
+) -> Option<String> {
+    let differences: Vec<String> = built_with
+        .iter()
+        .filter_map(|(name, version)| match recorded.get(name) {
+            Some(old) if old == version => None,
+            Some(old) => Some(format!("{name} {old}, the workspace builds {version}")),
+            None => Some(format!("no {name}, the workspace builds {version}")),
+        })
+        .collect();
+    (!differences.is_empty()).then(|| {
+        format!(
+            "book/data/{slug}.jsonl was recorded with other crate versions ({}): re-record it with `cargo xtask lab {slug}`",
+            differences.join("; ")
+        )
+    })
 }
 
 /// `{{#include path}}`, `{{#include path:anchor}}` and line ranges must resolve
@@ -206,6 +237,72 @@ fn check_rust_files(project: &Project, problems: &mut Problems) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// A target with `test = false` in its manifest (a lab's thin `main.rs`, a
+/// library whose tests live in tests/) must hold no test, or `cargo test`
+/// would skip it without a word.
+fn check_test_switches(project: &Project, problems: &mut Problems) -> Result<()> {
+    let mut manifests = vec![project.root.join("tests/Cargo.toml")];
+    for folder in ["labs", "widgets"] {
+        for entry in fs::read_dir(project.root.join(folder))? {
+            let manifest = entry?.path().join("Cargo.toml");
+            if manifest.exists() {
+                manifests.push(manifest);
+            }
+        }
+    }
+    for manifest in manifests {
+        let dir = manifest.parent().unwrap_or(&project.root);
+        let text = fs::read_to_string(&manifest)?;
+        let table: toml::Table = text
+            .parse()
+            .with_context(|| format!("parsing {}", manifest.display()))?;
+        let mut switched_off = Vec::new();
+        if let Some(lib) = table.get("lib").and_then(|lib| lib.as_table())
+            && lib.get("test").and_then(|test| test.as_bool()) == Some(false)
+        {
+            // A library's tests may sit in any of its modules.
+            let main = dir.join("src/main.rs");
+            let files = files_with_extension(&dir.join("src"), "rs")?;
+            switched_off.extend(files.into_iter().filter(|file| *file != main));
+        }
+        for bin in table
+            .get("bin")
+            .and_then(|bins| bins.as_array())
+            .into_iter()
+            .flatten()
+            .filter_map(|bin| bin.as_table())
+            .filter(|bin| bin.get("test").and_then(|test| test.as_bool()) == Some(false))
+        {
+            let path = bin
+                .get("path")
+                .and_then(|path| path.as_str())
+                .unwrap_or("src/main.rs");
+            switched_off.push(dir.join(path));
+        }
+        for file in switched_off {
+            let source =
+                fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
+            if holds_a_test(&source) {
+                let relative = file.strip_prefix(&project.root).unwrap_or(&file);
+                problems.add(format!(
+                    "{} holds a test, but its target says test = false in {}: cargo test would skip it",
+                    relative.display(),
+                    manifest.strip_prefix(&project.root).unwrap_or(&manifest).display()
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A test function or a test module: `#[test]`, `#[tokio::test]`, `#[cfg(test)]`.
+fn holds_a_test(source: &str) -> bool {
+    source.lines().map(str::trim_start).any(|line| {
+        line.starts_with("#[")
+            && (line.contains("test]") || line.contains("::test(") || line.contains("cfg(test"))
+    })
 }
 
 /// Checks on the built book: every relative href and src resolves to a file,
@@ -348,6 +445,46 @@ mod tests {
     use super::*;
 
     const SOURCE: &str = "//! demo\n// ANCHOR: outer\nfn a() {}\n// ANCHOR: inner\nfn b() {}\n// ANCHOR_END: inner\n// ANCHOR_END: outer\n// ANCHOR: empty\n// ANCHOR_END: empty\n";
+
+    #[test]
+    fn a_reference_run_must_name_the_versions_the_workspace_builds() {
+        let versions = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            pairs
+                .iter()
+                .map(|(name, version)| (name.to_string(), version.to_string()))
+                .collect()
+        };
+        let today = versions(&[("hyper", "1.12.0"), ("tower-http", "0.7.1")]);
+        assert_eq!(stale_versions("demo", &today, &today), None);
+        let problem = stale_versions(
+            "demo",
+            &versions(&[("hyper", "1.12.0"), ("tower-http", "0.6.11")]),
+            &today,
+        )
+        .expect("a stale version is a problem");
+        assert!(
+            problem.contains("tower-http 0.6.11, the workspace builds 0.7.1")
+                && problem.contains("cargo xtask lab demo"),
+            "{problem}"
+        );
+        let problem = stale_versions("demo", &versions(&[("hyper", "1.12.0")]), &today)
+            .expect("a missing crate is a problem");
+        assert!(problem.contains("no tower-http"), "{problem}");
+        // Crates the workspace no longer tracks do not matter.
+        let extra = versions(&[("hyper", "1.12.0"), ("tower-http", "0.7.1"), ("h2", "0.4")]);
+        assert_eq!(stale_versions("demo", &extra, &today), None);
+    }
+
+    #[test]
+    fn tests_are_found_in_any_of_their_forms() {
+        assert!(holds_a_test("#[test]\nfn a() {}"));
+        assert!(holds_a_test("    #[tokio::test]\n    async fn a() {}"));
+        assert!(holds_a_test("#[tokio::test(flavor = \"multi_thread\")]"));
+        assert!(holds_a_test("#[cfg(test)]\nmod tests {}"));
+        assert!(!holds_a_test(
+            "//! a lab\nfn main() { run(); }\n// not a #[test] here"
+        ));
+    }
 
     #[test]
     fn anchors_nest_and_empty_ones_are_found() {
