@@ -16,10 +16,15 @@ use std::{
     time::{Duration, Instant},
 };
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use lab_kit::Mode;
 
-use crate::{project::Lab, project::Project, runner, steps::Steps};
+use crate::{
+    project::Lab,
+    project::Project,
+    runner,
+    steps::{self, Steps},
+};
 
 /// Without a terminal to redraw a status line in, a running lab's progress is
 /// printed as a new line this often.
@@ -101,7 +106,7 @@ fn build(project: &Project, labs: &[Lab]) -> Result<()> {
     for lab in labs {
         build.args(["--package", &lab.package]);
     }
-    let status = build.status().context("running cargo build")?;
+    let status = steps::status_with_heartbeat(&mut build, "cargo build --release")?;
     if !status.success() {
         bail!("building the labs failed ({status})");
     }

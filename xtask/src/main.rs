@@ -42,9 +42,10 @@ Tasks:
   serve [--port N] [--no-run | --data DIR]
         build the book as `book` does, then serve it on http://127.0.0.1:N
         (default 3000) until Ctrl-C
-  test  everything CI checks: cargo fmt --check, clippy -D warnings,
-        cargo test --workspace, the book from the reference runs, tidy checks,
-        and the built pages in headless Chromium (charts, themes, search)
+  test  everything CI checks: cargo fmt --check, clippy -D warnings, every
+        test of the labs and the xtask, the book from the reference runs, tidy
+        checks, and the built pages in headless Chromium (charts, themes,
+        search, widgets)
   tidy  only the tidy checks on the sources: includes, chapters, SUMMARY
         entries, reference runs (and the crate versions they name), charts
   browser
@@ -330,11 +331,10 @@ fn overlay_runs(project: &Project, own: &std::path::Path) -> Result<PathBuf> {
 fn test_task(project: &Project) -> Result<()> {
     let mut steps = Steps::new("test");
     let cargo_step = |arguments: &[&str]| -> Result<()> {
-        let status = project
-            .cargo()
-            .args(arguments)
-            .status()
-            .context("running cargo")?;
+        let status = steps::status_with_heartbeat(
+            project.cargo().args(arguments),
+            &format!("cargo {}", arguments[0]),
+        )?;
         if status.success() {
             Ok(())
         } else {

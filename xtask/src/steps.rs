@@ -2,10 +2,60 @@
 //! `    done in 3.2s` line when it ends, and a closing table of every step
 //! with its duration (the timing report the README's table is read from).
 //! Long steps report their own progress in between (cargo's, the labs').
+//! A child command that can stay quiet for minutes (cargo compiling one large
+//! crate) runs under [`status_with_heartbeat`], so a log never sits on one
+//! line while work goes on.
 
-use std::time::{Duration, Instant};
+use std::{
+    io::IsTerminal,
+    process::{Command, ExitStatus},
+    sync::mpsc,
+    thread,
+    time::{Duration, Instant},
+};
 
-use anyhow::Result;
+use anyhow::{Context, Result};
+
+/// Without a terminal (CI, a log file), how often a running command is said
+/// to be still running. On a terminal cargo redraws its own progress bar.
+const HEARTBEAT: Duration = Duration::from_secs(30);
+
+/// Runs `command` to its end, like `Command::status`. When stderr is not a
+/// terminal, a line every [`HEARTBEAT`] says that `what` is still running and
+/// for how long.
+pub fn status_with_heartbeat(command: &mut Command, what: &str) -> Result<ExitStatus> {
+    let beat = (!std::io::stderr().is_terminal()).then_some(HEARTBEAT);
+    status_saying(command, what, beat, |line| eprintln!("{line}"))
+}
+
+/// [`status_with_heartbeat`] with the interval (none: no heartbeat) and the
+/// place the lines go as parameters.
+fn status_saying(
+    command: &mut Command,
+    what: &str,
+    every: Option<Duration>,
+    say: impl Fn(String) + Send + 'static,
+) -> Result<ExitStatus> {
+    let started = Instant::now();
+    let (stop, stopped) = mpsc::channel::<()>();
+    let beat = every.map(|every| {
+        let what = what.to_string();
+        thread::spawn(move || {
+            while let Err(mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(every) {
+                say(format!(
+                    "    ... {what}: still running after {}",
+                    seconds(started.elapsed())
+                ));
+            }
+        })
+    });
+    let status = command.status().with_context(|| format!("starting {what}"));
+    drop(stop);
+    if let Some(beat) = beat {
+        let _ = beat.join();
+    }
+    status
+}
 
 /// The steps of one task, in the order they ran.
 pub struct Steps {
@@ -104,6 +154,35 @@ fn first_line(error: &anyhow::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_quiet_command_is_said_to_be_running_until_it_ends() {
+        let (lines, said) = mpsc::channel();
+        let started = Instant::now();
+        let status = status_saying(
+            Command::new("sleep").arg("0.55"),
+            "sleep",
+            Some(Duration::from_millis(100)),
+            move |line| {
+                let _ = lines.send(line);
+            },
+        )
+        .expect("sleep runs");
+        assert!(status.success());
+        // The heartbeat stops with the command, not a whole interval later.
+        assert!(started.elapsed() < Duration::from_secs(3));
+        let said: Vec<String> = said.try_iter().collect();
+        assert!(said.len() >= 2, "{said:?}");
+        assert!(said[0].starts_with("    ... sleep: still running after 0."));
+        let error = status_saying(
+            &mut Command::new("/nonexistent/cargo"),
+            "cargo build",
+            None,
+            |_| {},
+        )
+        .expect_err("a missing program is an error");
+        assert!(format!("{error}").contains("starting cargo build"));
+    }
 
     #[test]
     fn every_step_is_reported_with_its_outcome_and_the_total() {

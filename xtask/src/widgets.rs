@@ -132,9 +132,7 @@ pub fn build_all(project: &Project) -> Result<Vec<SizeReport>> {
         "    {} widget(s): cargo build --target wasm32-unknown-unknown --profile widget",
         widgets.len()
     );
-    let status = build
-        .status()
-        .context("running cargo build for the widgets")?;
+    let status = crate::steps::status_with_heartbeat(&mut build, "cargo build (widgets)")?;
     if !status.success() {
         bail!(
             "building the widgets failed ({status}); if the wasm target is missing, \
