@@ -20,6 +20,7 @@ use anyhow::{Result, bail};
 use lab_kit::Mode;
 
 use crate::{
+    cli::{LabChoice, LabCommand, usage},
     project::Lab,
     project::Project,
     runner,
@@ -37,6 +38,30 @@ struct LabReport {
     duration: Duration,
     records: usize,
     outcome: Result<()>,
+}
+
+/// `cargo xtask lab`: runs the labs `command` names into its folder (the
+/// reference runs by default) and prints the step table.
+pub fn task(project: &Project, command: &LabCommand) -> Result<()> {
+    let labs = match &command.labs {
+        LabChoice::All => project.labs()?,
+        LabChoice::Named(names) => project.select_labs(names)?,
+    };
+    if labs.is_empty() {
+        let known: Vec<String> = project.labs()?.into_iter().map(|lab| lab.slug).collect();
+        return Err(usage(format!(
+            "name a lab or give --all; the labs are: {}",
+            known.join(", ")
+        )));
+    }
+    let out_dir = command
+        .out
+        .clone()
+        .unwrap_or_else(|| project.reference_data());
+    let mut steps = Steps::new("lab");
+    let outcome = run_labs(project, &labs, command.mode, &out_dir, &mut steps);
+    steps.print_report();
+    outcome
 }
 
 /// Builds `labs` in release and runs them into `out_dir`; fails, naming each

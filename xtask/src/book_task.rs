@@ -1,0 +1,163 @@
+//! `cargo xtask book` and `serve`'s build: the labs run now (or the reference
+//! runs, or a reader's own runs laid over them), then the charts, the widgets
+//! and the book.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+
+use crate::{
+    book,
+    cli::{BookCommand, BookData, usage},
+    data, lab_runs,
+    project::Project,
+    steps::Steps,
+};
+
+/// Builds the book from the data `command` chooses and returns index.html;
+/// prints the step table whether it worked or not.
+pub fn run(project: &Project, command: &BookCommand) -> Result<PathBuf> {
+    let data_dir = match &command.data {
+        BookData::Reference => project.reference_data(),
+        BookData::Overlay(own) => overlay_runs(project, own)?,
+        BookData::FreshRuns => project.fresh_data(),
+    };
+    let mut steps = Steps::new("book");
+    let outcome = (|| {
+        if command.data == BookData::FreshRuns {
+            let labs = project.labs()?;
+            lab_runs::run_labs(project, &labs, command.mode, &data_dir, &mut steps)?;
+        }
+        book::build(project, &data_dir, &mut steps)
+    })();
+    steps.print_report();
+    outcome
+}
+
+/// The reader's runs in `own` laid over the reference runs, in
+/// target/data-overlay: one file per lab, the reader's where there is one.
+/// Each file is checked as it is copied, so a corrupt run is named here.
+fn overlay_runs(project: &Project, own: &Path) -> Result<PathBuf> {
+    if !own.is_dir() {
+        return Err(usage(format!(
+            "--data {}: no such directory",
+            own.display()
+        )));
+    }
+    let merged = project.root.join("target/data-overlay");
+    if merged.exists() {
+        std::fs::remove_dir_all(&merged)
+            .with_context(|| format!("clearing {}", merged.display()))?;
+    }
+    std::fs::create_dir_all(&merged).with_context(|| format!("creating {}", merged.display()))?;
+    let mut yours = Vec::new();
+    for lab in project.labs()? {
+        let name = format!("{}.jsonl", lab.slug);
+        let from = if own.join(&name).is_file() {
+            yours.push(lab.slug.clone());
+            own.join(&name)
+        } else {
+            project.reference_data().join(&name)
+        };
+        if !from.is_file() {
+            continue;
+        }
+        data::RunData::load(&from)?;
+        std::fs::copy(&from, merged.join(&name))
+            .with_context(|| format!("copying {}", from.display()))?;
+    }
+    if yours.is_empty() {
+        return Err(usage(format!(
+            "--data {}: no <lab>.jsonl run in it (make one with `cargo xtask lab <slug> --out {}`)",
+            own.display(),
+            own.display()
+        )));
+    }
+    eprintln!(
+        "book: your runs of {}; reference runs for the rest",
+        yours.join(", ")
+    );
+    Ok(merged)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const META: &str = r#"{"type":"meta","data":{"lab":"LAB","mode":"MODE","started":"2026-11-29T18:00:00Z","time_scale":1.0,"params":{},"machine":{"cpu":"Test CPU","cores":2,"os":"linux","kernel":"6.1","rustc":"rustc 1","crates":{}}}}"#;
+
+    fn run_file(lab: &str, mode: &str) -> String {
+        let meta = META.replace("LAB", lab).replace("MODE", mode);
+        format!(
+            "{meta}\n{{\"type\":\"summary\",\"data\":{{\"series\":\"a\",\"values\":{{\"n\":1}}}}}}\n"
+        )
+    }
+
+    /// A project of two labs, `one` and `two`, each with a reference run.
+    fn fake_project(root: &std::path::Path) -> Project {
+        for slug in ["one", "two"] {
+            let dir = root.join("labs").join(slug);
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(
+                dir.join("Cargo.toml"),
+                format!(
+                    "[package]\nname = \"lab-{slug}\"\n\n[package.metadata.lab]\ntitle = \"{slug}\"\nquick-budget = 5\nfull-budget = 10\n"
+                ),
+            )
+            .unwrap();
+        }
+        let reference = root.join("book/data");
+        std::fs::create_dir_all(&reference).unwrap();
+        for slug in ["one", "two"] {
+            std::fs::write(
+                reference.join(format!("{slug}.jsonl")),
+                run_file(slug, "quick"),
+            )
+            .unwrap();
+        }
+        Project {
+            root: root.to_path_buf(),
+        }
+    }
+
+    /// A temporary folder removed when the test ends, passed or failed.
+    struct TempRoot(PathBuf);
+
+    impl Drop for TempRoot {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    #[test]
+    fn a_readers_runs_replace_only_their_own_labs_in_the_book() {
+        let temp =
+            TempRoot(std::env::temp_dir().join(format!("xtask-overlay-{}", std::process::id())));
+        let root = temp.0.clone();
+        let project = fake_project(&root);
+        let own = root.join("mine");
+        std::fs::create_dir_all(&own).unwrap();
+
+        // An empty folder is a usage error, not an empty book.
+        let empty = format!("{:#}", overlay_runs(&project, &own).unwrap_err());
+        assert!(empty.contains("no <lab>.jsonl run in it"), "{empty}");
+
+        std::fs::write(own.join("two.jsonl"), run_file("two", "full")).unwrap();
+        let merged = overlay_runs(&project, &own).unwrap();
+        let read =
+            |slug: &str| std::fs::read_to_string(merged.join(format!("{slug}.jsonl"))).unwrap();
+        assert!(
+            read("one").contains("\"mode\":\"quick\""),
+            "the reference run fills in"
+        );
+        assert!(
+            read("two").contains("\"mode\":\"full\""),
+            "the reader's run wins"
+        );
+
+        // A corrupt run of the reader's is named, and nothing is built from it.
+        std::fs::write(own.join("two.jsonl"), "not json\n").unwrap();
+        let corrupt = format!("{:#}", overlay_runs(&project, &own).unwrap_err());
+        assert!(corrupt.contains("two.jsonl:1"), "{corrupt}");
+    }
+}

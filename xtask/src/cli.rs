@@ -1,0 +1,319 @@
+//! The xtask's command line: one typed command per task, parsed from the
+//! words after `cargo xtask`, with a one-line error (exit 2) for anything else.
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+use lab_kit::Mode;
+
+pub const HELP: &str = "\
+cargo xtask <task> [options]
+
+Tasks:
+  lab <slug>... | --all [--quick | --full] [--out DIR]
+        build the labs in release, run them, validate every record, and write
+        DIR/<slug>.jsonl (default book/data, the committed reference runs)
+  charts [--data DIR]
+        draw every chart from DIR (default book/data) into target/charts
+  book [--no-run | --data DIR] [--full]
+        run every lab (quick mode unless --full) into target/data, draw the
+        charts and build the book into target/book; with --no-run, build from
+        the committed reference runs in book/data instead; with --data DIR,
+        build from the runs in DIR and the reference runs for the labs DIR
+        has no run of (e.g. after `lab <slug> --full --out DIR`)
+  serve [--port N] [--no-run | --data DIR]
+        build the book as `book` does, then serve it on http://127.0.0.1:N
+        (default 3000) until Ctrl-C
+  test  everything CI checks: cargo fmt --check, clippy -D warnings, every
+        test of the labs and the xtask, the book from the reference runs, tidy
+        checks, and the built pages in headless Chromium (charts, themes,
+        search, widgets)
+  tidy  only the tidy checks on the sources: includes, chapters, SUMMARY
+        entries, reference runs (and the crate versions they name), charts
+  browser
+        only the browser checks, on the book already in target/book
+  labs  list the labs
+
+Exit codes: 0 success, 1 a task failed, 2 bad usage or input.
+";
+
+/// Bad usage: exit code 2.
+#[derive(Debug)]
+pub struct UsageError(pub String);
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+pub fn usage(message: impl Into<String>) -> anyhow::Error {
+    UsageError(message.into()).into()
+}
+
+/// One task and its options, as typed as the task needs them.
+#[derive(Debug, PartialEq)]
+pub enum Task {
+    Help,
+    Lab(LabCommand),
+    Charts { data: Option<PathBuf> },
+    Book(BookCommand),
+    Serve { book: BookCommand, port: u16 },
+    Test,
+    Tidy,
+    Browser,
+    Labs,
+}
+
+/// `cargo xtask lab`: which labs, in which mode, into which folder.
+#[derive(Debug, PartialEq)]
+pub struct LabCommand {
+    pub labs: LabChoice,
+    pub mode: Mode,
+    /// None: the committed reference runs in book/data.
+    pub out: Option<PathBuf>,
+}
+
+#[derive(Debug, PartialEq)]
+pub enum LabChoice {
+    All,
+    Named(Vec<String>),
+}
+
+/// `cargo xtask book` (and `serve`): where the book's data comes from.
+#[derive(Debug, PartialEq)]
+pub struct BookCommand {
+    pub data: BookData,
+    pub mode: Mode,
+}
+
+#[derive(Debug, PartialEq)]
+pub enum BookData {
+    /// Run every lab now, into target/data.
+    FreshRuns,
+    /// The committed reference runs (`--no-run`).
+    Reference,
+    /// The reader's runs in a folder, over the reference runs (`--data DIR`).
+    Overlay(PathBuf),
+}
+
+impl Task {
+    pub fn parse(arguments: &[String]) -> Result<Task> {
+        let Some((task, rest)) = arguments.split_first() else {
+            return Ok(Task::Help);
+        };
+        let words = Words::parse(rest)?;
+        let task = match task.as_str() {
+            "-h" | "--help" | "help" => Task::Help,
+            "lab" => {
+                words.allow(&["--all", "--quick", "--full", "--out"], true)?;
+                let labs = match (words.has("--all"), words.positional.is_empty()) {
+                    (true, false) => return Err(usage("name labs or give --all, not both")),
+                    (true, true) => LabChoice::All,
+                    (false, _) => LabChoice::Named(words.positional.clone()),
+                };
+                Task::Lab(LabCommand {
+                    labs,
+                    mode: words.mode()?,
+                    out: words.path("--out"),
+                })
+            }
+            "charts" => {
+                words.allow(&["--data"], false)?;
+                Task::Charts {
+                    data: words.path("--data"),
+                }
+            }
+            "book" => {
+                words.allow(&["--no-run", "--data", "--full"], false)?;
+                Task::Book(words.book()?)
+            }
+            "serve" => {
+                words.allow(&["--no-run", "--data", "--full", "--port"], false)?;
+                let port = match words.value("--port") {
+                    Some(text) => text
+                        .parse()
+                        .map_err(|_| usage(format!("--port {text:?} is not a port number")))?,
+                    None => 3000,
+                };
+                Task::Serve {
+                    book: words.book()?,
+                    port,
+                }
+            }
+            "test" | "tidy" | "browser" | "labs" => {
+                words.allow(&[], false)?;
+                match task.as_str() {
+                    "test" => Task::Test,
+                    "tidy" => Task::Tidy,
+                    "browser" => Task::Browser,
+                    _ => Task::Labs,
+                }
+            }
+            other => {
+                return Err(usage(format!(
+                    "unknown task {other:?}; run `cargo xtask` for the list"
+                )));
+            }
+        };
+        Ok(task)
+    }
+}
+
+/// The words after the task: `--flag`, `--flag value`, and the rest.
+struct Words {
+    positional: Vec<String>,
+    named: Vec<(String, Option<String>)>,
+}
+
+impl Words {
+    const WITH_VALUE: [&'static str; 3] = ["--out", "--data", "--port"];
+
+    fn parse(arguments: &[String]) -> Result<Words> {
+        let mut words = Words {
+            positional: Vec::new(),
+            named: Vec::new(),
+        };
+        let mut rest = arguments.iter();
+        while let Some(word) = rest.next() {
+            if Self::WITH_VALUE.contains(&word.as_str()) {
+                let value = rest
+                    .next()
+                    .ok_or_else(|| usage(format!("{word} needs a value")))?;
+                words.named.push((word.clone(), Some(value.clone())));
+            } else if word.starts_with("--") {
+                words.named.push((word.clone(), None));
+            } else {
+                words.positional.push(word.clone());
+            }
+        }
+        Ok(words)
+    }
+
+    fn allow(&self, known: &[&str], positional: bool) -> Result<()> {
+        for (name, _) in &self.named {
+            if !known.contains(&name.as_str()) {
+                return Err(usage(format!(
+                    "unknown option {name}; run `cargo xtask` for the list"
+                )));
+            }
+        }
+        match self.positional.first() {
+            Some(word) if !positional => Err(usage(format!("unexpected argument {word:?}"))),
+            _ => Ok(()),
+        }
+    }
+
+    fn has(&self, name: &str) -> bool {
+        self.named.iter().any(|(flag, _)| flag == name)
+    }
+
+    fn value(&self, name: &str) -> Option<&str> {
+        self.named
+            .iter()
+            .find(|(flag, _)| flag == name)
+            .and_then(|(_, value)| value.as_deref())
+    }
+
+    fn path(&self, name: &str) -> Option<PathBuf> {
+        self.value(name).map(PathBuf::from)
+    }
+
+    fn mode(&self) -> Result<Mode> {
+        match (self.has("--quick"), self.has("--full")) {
+            (true, true) => Err(usage("choose one of --quick and --full")),
+            (_, true) => Ok(Mode::Full),
+            _ => Ok(Mode::Quick),
+        }
+    }
+
+    fn book(&self) -> Result<BookCommand> {
+        let data = match (self.has("--no-run"), self.path("--data")) {
+            (true, Some(_)) => {
+                return Err(usage("--no-run and --data each choose the data; give one"));
+            }
+            (true, None) => BookData::Reference,
+            (false, Some(dir)) => BookData::Overlay(dir),
+            (false, None) => BookData::FreshRuns,
+        };
+        Ok(BookCommand {
+            data,
+            mode: self.mode()?,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(line: &str) -> Result<Task> {
+        let words: Vec<String> = line.split_whitespace().map(String::from).collect();
+        Task::parse(&words)
+    }
+
+    fn error(line: &str) -> String {
+        let error = parse(line).expect_err(line);
+        assert!(
+            error.downcast_ref::<UsageError>().is_some(),
+            "{line}: exit 2"
+        );
+        format!("{error}")
+    }
+
+    #[test]
+    fn each_task_parses_into_its_own_command() {
+        assert_eq!(parse("").unwrap(), Task::Help);
+        assert_eq!(
+            parse("lab conn-reuse blocking-lag --full --out target/mine").unwrap(),
+            Task::Lab(LabCommand {
+                labs: LabChoice::Named(vec!["conn-reuse".into(), "blocking-lag".into()]),
+                mode: Mode::Full,
+                out: Some(PathBuf::from("target/mine")),
+            })
+        );
+        assert_eq!(
+            parse("lab --all").unwrap(),
+            Task::Lab(LabCommand {
+                labs: LabChoice::All,
+                mode: Mode::Quick,
+                out: None,
+            })
+        );
+        assert_eq!(
+            parse("book --no-run").unwrap(),
+            Task::Book(BookCommand {
+                data: BookData::Reference,
+                mode: Mode::Quick,
+            })
+        );
+        assert_eq!(
+            parse("serve --data mine --port 8080").unwrap(),
+            Task::Serve {
+                book: BookCommand {
+                    data: BookData::Overlay(PathBuf::from("mine")),
+                    mode: Mode::Quick,
+                },
+                port: 8080,
+            }
+        );
+        assert_eq!(parse("tidy").unwrap(), Task::Tidy);
+    }
+
+    #[test]
+    fn bad_usage_is_one_line_naming_what_is_wrong() {
+        assert!(error("frobnicate").contains("unknown task \"frobnicate\""));
+        assert!(error("book --fast").contains("unknown option --fast"));
+        assert!(error("book --no-run --data mine").contains("give one"));
+        assert!(error("lab --all conn-reuse").contains("not both"));
+        assert!(error("lab conn-reuse --quick --full").contains("one of --quick and --full"));
+        assert!(error("lab --out").contains("--out needs a value"));
+        assert!(error("serve --port http").contains("not a port number"));
+        assert!(error("test extra").contains("unexpected argument \"extra\""));
+        for line in ["frobnicate", "book --fast", "lab --out"] {
+            assert!(!error(line).contains('\n'), "{line}");
+        }
+    }
+}

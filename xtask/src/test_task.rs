@@ -1,0 +1,85 @@
+//! `cargo xtask test`: everything CI checks, every step run even after one
+//! fails, so one run shows every failure, and a table of the steps at the end.
+
+use anyhow::{Result, bail};
+
+use crate::{
+    book, browser_checks,
+    project::Project,
+    steps::{self, Steps},
+    tidy,
+};
+
+/// Everything CI checks. Every step runs, so one run shows every failure.
+pub fn run(project: &Project) -> Result<()> {
+    let mut steps = Steps::new("test");
+    let cargo_step = |arguments: &[&str]| -> Result<()> {
+        let status = steps::status_with_heartbeat(
+            project.cargo().args(arguments),
+            &format!("cargo {}", arguments[0]),
+        )?;
+        if status.success() {
+            Ok(())
+        } else {
+            bail!("cargo {} failed ({status})", arguments.join(" "))
+        }
+    };
+    let _ = steps.run("cargo fmt --check", || {
+        cargo_step(&["fmt", "--all", "--check"])
+    });
+    // In release, like the tests below: clippy then reuses the proc macros and
+    // build-script outputs `cargo xtask book` compiled, where the dev profile
+    // would compile them again (measured: 116 s instead of 153 s, cold).
+    let _ = steps.run("cargo clippy", || {
+        cargo_step(&[
+            "clippy",
+            "--release",
+            "--workspace",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ])
+    });
+    // The labs' tests in release: the very artifacts `cargo xtask book` built
+    // (see README, "How long it takes"); the xtask's in its own profile, the
+    // one `cargo xtask` itself was built in.
+    let _ = steps.run("cargo test (labs, release)", || {
+        cargo_step(&[
+            "test",
+            "--release",
+            "--workspace",
+            "--exclude",
+            "xtask",
+            "--",
+            "--quiet",
+        ])
+    });
+    let _ = steps.run("cargo test (xtask)", || {
+        cargo_step(&[
+            "test",
+            "--profile",
+            "xtask",
+            "--package",
+            "xtask",
+            "--",
+            "--quiet",
+        ])
+    });
+    let _ = steps.run("tidy: sources", || {
+        tidy::check_sources(project)?.into_result()
+    });
+    if book::build(project, &project.reference_data(), &mut steps).is_ok() {
+        let _ = steps.run("tidy: built book", || {
+            tidy::check_built_book(&project.book_out())?.into_result()
+        });
+        let _ = steps.run("browser: book pages", || {
+            browser_checks::check_book(&project.book_out())
+        });
+    }
+    steps.print_report();
+    if steps.failed() > 0 {
+        bail!("{} of {} checks failed", steps.failed(), steps.len());
+    }
+    Ok(())
+}
