@@ -370,6 +370,16 @@ mod tests {
         assert_eq!(stale_versions("demo", &extra, &today), None);
     }
 
+    /// The same checks `cargo xtask tidy` runs, so a plain `cargo test` sees
+    /// a missing chapter or a stale reference run too.
+    #[test]
+    fn this_checkout_is_tidy() {
+        let problems = check_sources(&Project::locate()).expect("the checks run");
+        if let Err(error) = problems.into_result() {
+            panic!("{error:#}");
+        }
+    }
+
     #[test]
     fn tests_are_found_in_any_of_their_forms() {
         assert!(holds_a_test("#[test]\nfn a() {}"));
