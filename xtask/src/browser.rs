@@ -6,7 +6,6 @@ use std::{
     env,
     io::{BufRead, BufReader, Read, Write},
     net::TcpStream,
-    os::unix::process::CommandExt,
     path::PathBuf,
     process::{Child, Command, Stdio},
     sync::mpsc,
@@ -57,14 +56,8 @@ impl Browser {
             .stdout(Stdio::piped())
             .stderr(Stdio::null());
         become_subreaper()?;
-        command.process_group(0);
-        // SAFETY: prctl is async-signal-safe; if the xtask dies, so does the driver.
-        unsafe {
-            command.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                Ok(())
-            });
-        }
+        // Its own group (Chromium joins it); if the xtask dies, so does the driver.
+        lab_kit::process::own_group_killed_with_parent(&mut command);
         let mut driver = command
             .spawn()
             .with_context(|| format!("starting {}", driver_path.display()))?;

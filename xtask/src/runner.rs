@@ -6,7 +6,6 @@ use std::{
     collections::VecDeque,
     fs,
     io::{BufRead, BufReader, Write},
-    os::unix::process::CommandExt,
     path::{Path, PathBuf},
     process::{Command, Stdio},
     sync::mpsc,
@@ -135,16 +134,9 @@ pub fn run_lab_command(
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    // Own process group: the kill timer reaches the lab's children too.
-    command.process_group(0);
-    // SAFETY: prctl is async-signal-safe; the closure allocates nothing.
-    // If the xtask dies (Ctrl-C), the kernel kills the lab.
-    unsafe {
-        command.pre_exec(|| {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-            Ok(())
-        });
-    }
+    // Own process group: the kill timer reaches the lab's children too; if
+    // the xtask dies (Ctrl-C, SIGKILL), the kernel kills the lab.
+    lab_kit::process::own_group_killed_with_parent(&mut command);
     let program = command.get_program().to_string_lossy().into_owned();
     let mut child = command
         .spawn()

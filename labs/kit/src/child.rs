@@ -31,7 +31,7 @@
 use std::{
     ffi::OsStr,
     io,
-    os::unix::process::{CommandExt, ExitStatusExt},
+    os::unix::process::ExitStatusExt,
     process::{Child, Command, ExitStatus, Stdio},
     time::{Duration, Instant},
 };
@@ -106,29 +106,7 @@ impl ChildGuard {
     /// caller set them) in its own process group, with PR_SET_PDEATHSIG.
     pub fn spawn_command(mut command: Command) -> Result<ChildGuard> {
         let program = command.get_program().to_string_lossy().into_owned();
-        // Its own process group: a signal meant for the child (and any
-        // grandchildren a shell wrapper starts) never hits the lab, and
-        // `kill(-pgid)` reaches all of them.
-        command.process_group(0);
-        let lab_pid = std::process::id();
-        // SAFETY: the closure runs in the forked child before exec and calls
-        // only prctl and getppid, both async-signal-safe.
-        unsafe {
-            command.pre_exec(move || {
-                // If the lab dies (even by SIGKILL, where no destructor runs),
-                // the kernel sends SIGKILL to this child: no orphan process.
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                    return Err(io::Error::last_os_error());
-                }
-                // The lab may have died between fork and prctl; then the
-                // child was already re-parented (to init or a subreaper) and
-                // no death signal will ever come.
-                if u32::try_from(libc::getppid()).ok() != Some(lab_pid) {
-                    return Err(io::Error::other("the parent died before exec"));
-                }
-                Ok(())
-            });
-        }
+        crate::process::own_group_killed_with_parent(&mut command);
         let child = command
             .spawn()
             .with_context(|| format!("starting {program:?}"))?;
