@@ -8,7 +8,7 @@ use std::{
 };
 
 use anyhow::{Context, Result, bail};
-use serde::Deserialize;
+use lab_kit::manifest::LabInfo;
 
 /// The paths every task needs.
 #[derive(Debug, Clone)]
@@ -123,47 +123,13 @@ pub struct Lab {
     pub side_by_side: bool,
 }
 
-#[derive(Deserialize)]
-struct Manifest {
-    package: Package,
-}
-
-#[derive(Deserialize)]
-struct Package {
-    name: String,
-    #[serde(default)]
-    metadata: Option<Metadata>,
-}
-
-#[derive(Deserialize)]
-struct Metadata {
-    lab: Option<LabMetadata>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "kebab-case")]
-struct LabMetadata {
-    title: String,
-    quick_budget: u64,
-    full_budget: u64,
-    #[serde(default)]
-    side_by_side: bool,
-}
-
 impl Lab {
     fn from_manifest(path: &Path) -> Result<Option<Lab>> {
         let text =
             fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-        let manifest: Manifest =
-            toml::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
-        let Some(meta) = manifest.package.metadata.and_then(|metadata| metadata.lab) else {
+        let Some(info) = LabInfo::parse(&text).with_context(|| format!("{}", path.display()))?
+        else {
             return Ok(None);
-        };
-        let Some(slug) = manifest.package.name.strip_prefix("lab-") else {
-            bail!(
-                "{}: a lab's package must be named lab-<slug>",
-                path.display()
-            );
         };
         let dir = path
             .parent()
@@ -173,20 +139,22 @@ impl Lab {
             .file_name()
             .and_then(|name| name.to_str())
             .unwrap_or_default();
-        if folder != slug {
+        if folder != info.slug {
             bail!(
-                "{}: package lab-{slug} must live in labs/{slug}",
-                path.display()
+                "{}: package {} must live in labs/{}",
+                path.display(),
+                info.package,
+                info.slug
             );
         }
         Ok(Some(Lab {
-            slug: slug.to_string(),
-            package: manifest.package.name.clone(),
-            title: meta.title,
+            slug: info.slug,
+            package: info.package,
+            title: info.title,
             dir,
-            quick_budget: Duration::from_secs(meta.quick_budget),
-            full_budget: Duration::from_secs(meta.full_budget),
-            side_by_side: meta.side_by_side,
+            quick_budget: info.quick_budget,
+            full_budget: info.full_budget,
+            side_by_side: info.side_by_side,
         }))
     }
 

@@ -1,11 +1,13 @@
 //! The `main` every lab shares: parse `--quick` / `--full`, run the lab on a
 //! multi-thread runtime under a hard time budget, print errors once, exit 2.
 
-use std::{fmt, str::FromStr, time::Duration};
+use std::{fmt, str::FromStr};
 #[cfg(feature = "runtime")]
-use std::{future::Future, process::ExitCode};
+use std::{future::Future, process::ExitCode, time::Duration};
 
-use anyhow::{Context, Result, bail};
+#[cfg(feature = "runtime")]
+use anyhow::Context;
+use anyhow::{Result, bail};
 use serde::{Deserialize, Serialize};
 
 #[cfg(feature = "runtime")]
@@ -41,49 +43,7 @@ impl FromStr for Mode {
     }
 }
 
-/// What a lab's `main` needs to know about itself. It comes from the lab's
-/// own Cargo.toml (see [`LabInfo::from_manifest`]), the one place the xtask
-/// reads it from too, so the lab's budget and the xtask's kill timer agree.
-#[derive(Debug, Clone, PartialEq)]
-pub struct LabInfo {
-    pub slug: String,
-    pub about: String,
-    /// The lab fails, rather than hangs, past this.
-    pub quick_budget: Duration,
-    pub full_budget: Duration,
-}
-
-impl LabInfo {
-    /// Reads `name = "lab-<slug>"`, `description`, and `quick-budget` and
-    /// `full-budget` (seconds, under `[package.metadata.lab]`) from the text
-    /// of a lab's Cargo.toml: `LabInfo::from_manifest(include_str!("../Cargo.toml"))`.
-    pub fn from_manifest(manifest: &str) -> Result<LabInfo> {
-        let value = |key: &str| -> Option<&str> {
-            manifest.lines().find_map(|line| {
-                let (name, value) = line.split_once('=')?;
-                (name.trim() == key).then(|| value.trim().trim_matches('"'))
-            })
-        };
-        let name = value("name").context("the manifest has no package name")?;
-        let slug = name
-            .strip_prefix("lab-")
-            .with_context(|| format!("package {name:?} is not named lab-<slug>"))?;
-        let seconds = |key: &str| -> Result<Duration> {
-            let text =
-                value(key).with_context(|| format!("the manifest of {name} has no {key}"))?;
-            let whole: u64 = text
-                .parse()
-                .with_context(|| format!("{key} = {text:?} is not whole seconds"))?;
-            Ok(Duration::from_secs(whole))
-        };
-        Ok(LabInfo {
-            slug: slug.to_string(),
-            about: value("description").unwrap_or_default().to_string(),
-            quick_budget: seconds("quick-budget")?,
-            full_budget: seconds("full-budget")?,
-        })
-    }
-}
+pub use crate::manifest::LabInfo;
 
 /// Parses the command line, runs `lab` with the mode and an [`Output`] on
 /// stdout, and turns the outcome into an exit code. Every failure, a blown
@@ -131,10 +91,7 @@ where
             }
         }
     }
-    let budget = match mode {
-        Mode::Quick => info.quick_budget,
-        Mode::Full => info.full_budget,
-    };
+    let budget = info.budget(mode);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -153,19 +110,6 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn reads_a_lab_manifest() {
-        let manifest = "[package]\nname = \"lab-demo\"\ndescription = \"a demo\"\n\n\
-                        [package.metadata.lab]\nquick-budget = 15\nfull-budget = 120\n";
-        let info = LabInfo::from_manifest(manifest).unwrap();
-        assert_eq!(info.slug, "demo");
-        assert_eq!(info.about, "a demo");
-        assert_eq!(info.quick_budget, Duration::from_secs(15));
-        assert_eq!(info.full_budget, Duration::from_secs(120));
-        assert!(LabInfo::from_manifest("name = \"xtask\"").is_err());
-        assert!(LabInfo::from_manifest("name = \"lab-x\"\nquick-budget = soon").is_err());
-    }
 
     #[test]
     fn modes_parse_and_print() {

@@ -17,6 +17,7 @@ pub mod listener;
 #[cfg(test)]
 mod lockfile;
 pub mod machine;
+pub mod manifest;
 pub mod process;
 pub mod procnet;
 pub mod record;

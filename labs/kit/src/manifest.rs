@@ -1,0 +1,143 @@
+//! The one reader of a lab's `Cargo.toml`: its package name (`lab-<slug>`),
+//! description, and `[package.metadata.lab]` (title, budgets, whether it may
+//! run beside other labs). The lab's own `main` reads it (through
+//! `include_str!`) to know its budget, and the xtask reads it to find the labs
+//! and set its kill timers, so the two always agree.
+
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use serde::Deserialize;
+
+use crate::Mode;
+
+/// What a lab's manifest says about it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LabInfo {
+    pub slug: String,
+    /// The package name, `lab-<slug>`.
+    pub package: String,
+    pub title: String,
+    /// The package's description.
+    pub about: String,
+    /// The lab fails, rather than hangs, past this.
+    pub quick_budget: Duration,
+    pub full_budget: Duration,
+    /// The lab waits on timers rather than on the CPU, so the xtask may run it
+    /// at the same time as the other labs that say so (`side-by-side = true`).
+    pub side_by_side: bool,
+}
+
+#[derive(Deserialize)]
+struct Manifest {
+    package: Package,
+}
+
+#[derive(Deserialize)]
+struct Package {
+    name: String,
+    #[serde(default)]
+    description: String,
+    #[serde(default)]
+    metadata: Option<Metadata>,
+}
+
+#[derive(Deserialize)]
+struct Metadata {
+    lab: Option<LabMetadata>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+struct LabMetadata {
+    title: String,
+    quick_budget: u64,
+    full_budget: u64,
+    #[serde(default)]
+    side_by_side: bool,
+}
+
+impl LabInfo {
+    /// Reads a manifest's text. `Ok(None)`: a package, but not a lab (no
+    /// `[package.metadata.lab]`).
+    pub fn parse(manifest: &str) -> Result<Option<LabInfo>> {
+        let manifest: Manifest = toml::from_str(manifest).context("not a valid Cargo.toml")?;
+        let package = manifest.package;
+        let Some(lab) = package.metadata.and_then(|metadata| metadata.lab) else {
+            return Ok(None);
+        };
+        let Some(slug) = package.name.strip_prefix("lab-") else {
+            bail!(
+                "package {:?} has [package.metadata.lab] but is not named lab-<slug>",
+                package.name
+            );
+        };
+        Ok(Some(LabInfo {
+            slug: slug.to_string(),
+            package: package.name.clone(),
+            title: lab.title,
+            about: package.description,
+            quick_budget: Duration::from_secs(lab.quick_budget),
+            full_budget: Duration::from_secs(lab.full_budget),
+            side_by_side: lab.side_by_side,
+        }))
+    }
+
+    /// Reads the manifest of a lab: `include_str!("../Cargo.toml")` in its `main`.
+    pub fn from_manifest(manifest: &str) -> Result<LabInfo> {
+        LabInfo::parse(manifest)?.context("the manifest has no [package.metadata.lab]")
+    }
+
+    pub fn budget(&self, mode: Mode) -> Duration {
+        match mode {
+            Mode::Quick => self.quick_budget,
+            Mode::Full => self.full_budget,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DEMO: &str = "[package]\nname = \"lab-demo\"\ndescription = \"a demo\"\n\n\
+                        [package.metadata.lab]\ntitle = \"Demo\" # a comment\n\
+                        quick-budget = 15 # seconds\nfull-budget = 120\n\n\
+                        [[bin]]\nname = \"other\"\npath = \"src/main.rs\"\n";
+
+    #[test]
+    fn reads_a_lab_manifest_comments_and_other_tables_included() {
+        let info = LabInfo::from_manifest(DEMO).expect("a lab");
+        assert_eq!(info.slug, "demo");
+        assert_eq!(info.package, "lab-demo");
+        assert_eq!(info.title, "Demo");
+        assert_eq!(info.about, "a demo");
+        assert_eq!(info.budget(Mode::Quick), Duration::from_secs(15));
+        assert_eq!(info.budget(Mode::Full), Duration::from_secs(120));
+        assert!(!info.side_by_side);
+        let side = DEMO.replace(
+            "full-budget = 120",
+            "full-budget = 120\nside-by-side = true",
+        );
+        assert!(LabInfo::from_manifest(&side).expect("a lab").side_by_side);
+    }
+
+    #[test]
+    fn what_is_not_a_lab_says_so() {
+        assert_eq!(
+            LabInfo::parse("[package]\nname = \"xtask\"\n").expect("a package"),
+            None
+        );
+        let error = |text: &str| format!("{:#}", LabInfo::parse(text).expect_err(text));
+        assert!(error(&DEMO.replace("lab-demo", "demo")).contains("not named lab-<slug>"));
+        assert!(error(&DEMO.replace("= 15", "= soon")).contains("not a valid Cargo.toml"));
+        assert!(error(&DEMO.replace("quick-budget", "quick-budgte")).contains("quick-budgte"));
+        assert!(
+            format!(
+                "{:#}",
+                LabInfo::from_manifest("[package]\nname = \"x\"\n").unwrap_err()
+            )
+            .contains("no [package.metadata.lab]")
+        );
+    }
+}
