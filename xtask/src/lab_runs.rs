@@ -73,7 +73,7 @@ pub fn run_labs(
     out_dir: &Path,
     steps: &mut Steps,
 ) -> Result<()> {
-    steps.run("build the labs (release)", || build(project, labs))?;
+    steps.run("build the labs (release)", || build(project))?;
     let batches = batches(labs);
     let name = format!("run {} lab(s), {mode} mode", labs.len());
     steps.run(&name, || {
@@ -125,10 +125,14 @@ pub fn run_labs(
     })
 }
 
-fn build(project: &Project, labs: &[Lab]) -> Result<()> {
+/// Builds every lab, whichever of them will run: cargo resolves the features
+/// of shared dependencies (axum, tokio, ...) for the packages it is asked to
+/// build, so building only some labs would compile those dependencies again
+/// with other features, and the next `cargo xtask book` once more.
+fn build(project: &Project) -> Result<()> {
     let mut build = project.cargo();
     build.args(["build", "--release"]);
-    for lab in labs {
+    for lab in project.labs()? {
         build.args(["--package", &lab.package]);
     }
     let status = steps::status_with_heartbeat(&mut build, "cargo build --release")?;
@@ -259,7 +263,13 @@ impl Progress {
     }
 
     fn line(&mut self, index: usize, line: String) {
-        if let Some(Some((_, last))) = self.running.get_mut(index) {
+        if let Some(Some((slug, last))) = self.running.get_mut(index) {
+            // Labs start their progress lines with their slug; it is shown
+            // once, before the line.
+            let line = line
+                .strip_prefix(slug.as_str())
+                .and_then(|rest| rest.strip_prefix(": "))
+                .map_or(line.clone(), str::to_string);
             *last = line;
         }
     }
