@@ -13,13 +13,16 @@ use plotters::{
 
 use super::{ChartSpec, Kind, Legend, Prepared, layout};
 
+/// How many series colours a theme has.
+pub const PALETTE_SIZE: usize = 7;
+
 /// One colour scheme for one of mdBook's theme families.
 #[derive(Debug, Clone, Copy)]
 pub struct Theme {
     pub name: &'static str,
     text: RGBColor,
     grid: RGBAColor,
-    palette: [RGBColor; 7],
+    palette: [RGBColor; PALETTE_SIZE],
 }
 
 /// Light (mdBook's light and rust themes, and print) and dark (coal, navy, ayu).
@@ -239,7 +242,7 @@ fn draw_bars(
         .map_err(plot_error)?;
     let value_style = label_style(theme, 13).pos(Pos::new(HPos::Center, VPos::Bottom));
     for (index, value) in values.iter().enumerate() {
-        let colour = theme.palette[index % theme.palette.len()];
+        let colour = theme.palette[data.series[index].colour % PALETTE_SIZE];
         let mut bar = Rectangle::new(
             [
                 (SegmentValue::Exact(index), 0.0),
@@ -272,8 +275,8 @@ fn legend_entries(spec: &ChartSpec, data: &Prepared) -> Vec<(String, usize)> {
     let names: Vec<String> = data.series.iter().map(|one| one.name.clone()).collect();
     layout::legend_names(&names)
         .into_iter()
-        .enumerate()
-        .map(|(index, name)| (name, index))
+        .zip(&data.series)
+        .map(|(name, series)| (name, series.colour))
         .collect()
 }
 
@@ -311,7 +314,7 @@ fn draw_legend(
         let middle = (row_index as u32 * LEGEND_ROW + LEGEND_ROW / 2) as i32;
         let mut cursor = f64::from(MARGIN + Y_LABEL_AREA);
         for (name, index) in row {
-            let colour = theme.palette[index % theme.palette.len()];
+            let colour = theme.palette[index % PALETTE_SIZE];
             let left = cursor as i32;
             area.draw(&Rectangle::new(
                 [(left, middle - 5), (left + 14, middle + 5)],
@@ -587,8 +590,8 @@ where
             .map_err(plot_error)?;
     }
 
-    for (index, series) in data.series.iter().enumerate() {
-        let colour = theme.palette[index % theme.palette.len()];
+    for series in &data.series {
+        let colour = theme.palette[series.colour % PALETTE_SIZE];
         match spec.kind {
             Kind::Line => {
                 chart

@@ -109,6 +109,9 @@ pub struct PreparedSeries {
     pub name: String,
     /// (x, y, x_end); x is the bar index for bar charts.
     pub points: Vec<(f64, f64, f64)>,
+    /// The palette slot it is drawn in: its place in the chart until
+    /// [`Colours`] gives it the one its name has in every chart of the lab.
+    pub colour: usize,
 }
 
 impl ChartSpec {
@@ -152,6 +155,7 @@ impl ChartSpec {
             let mut prepared = PreparedSeries {
                 name: name.clone(),
                 points: Vec::new(),
+                colour: index,
             };
             for point in points.iter().filter(|point| &point.series == name) {
                 let y = point.number(&self.y)?;
@@ -271,6 +275,41 @@ pub fn svg_name(slug: &str, chart: &str, theme: &Theme) -> String {
     format!("{slug}/{chart}.{}.svg", theme.name)
 }
 
+/// One colour per series name across every chart of a lab, so a strategy a
+/// chapter compares looks the same in each of its charts. A series is known
+/// by the name its chart shows (`idle` for `hyper-timer/idle` in a chart of
+/// `hyper-timer/...` series). A name met for the first time takes the slot of
+/// its place in its chart, as charts did before, so series that play the same
+/// part under other names (`health-rayon` in one timeline, `health-chunked` in
+/// the next) still match; a name met again keeps its slot. Two series of one
+/// chart never share a slot: the later one takes the next free slot.
+#[derive(Default)]
+pub struct Colours {
+    slots: std::collections::HashMap<String, usize>,
+}
+
+impl Colours {
+    pub fn assign(&mut self, prepared: &mut Prepared, palette_size: usize) {
+        let names: Vec<String> = prepared
+            .series
+            .iter()
+            .map(|series| series.name.clone())
+            .collect();
+        let shown = layout::legend_names(&names);
+        let mut taken = Vec::new();
+        for (index, (series, name)) in prepared.series.iter_mut().zip(shown).enumerate() {
+            let key = name.trim_start_matches('/').to_string();
+            let wanted = *self.slots.entry(key).or_insert(index % palette_size);
+            let slot = (0..palette_size)
+                .map(|step| (wanted + step) % palette_size)
+                .find(|slot| !taken.contains(slot))
+                .unwrap_or(wanted);
+            taken.push(slot);
+            series.colour = slot;
+        }
+    }
+}
+
 /// Draws every chart of every lab from `data_dir` into the charts folder.
 /// Returns how many SVG files were written.
 pub fn draw_all(project: &Project, data_dir: &Path) -> Result<usize> {
@@ -287,8 +326,9 @@ pub fn draw_all(project: &Project, data_dir: &Path) -> Result<usize> {
         let data_path = data_dir.join(format!("{}.jsonl", lab.slug));
         let run = RunData::load(&data_path)?;
         fs::create_dir_all(out.join(&lab.slug))?;
+        let mut colours = Colours::default();
         for spec in &specs {
-            let prepared = spec.prepare(&run).with_context(|| {
+            let mut prepared = spec.prepare(&run).with_context(|| {
                 format!(
                     "chart {}/{} from {}",
                     lab.slug,
@@ -296,6 +336,7 @@ pub fn draw_all(project: &Project, data_dir: &Path) -> Result<usize> {
                     data_path.display()
                 )
             })?;
+            colours.assign(&mut prepared, draw::PALETTE_SIZE);
             for theme in THEMES {
                 let svg = draw::render(spec, &prepared, &theme, &run.caption_for(spec.clock))
                     .with_context(|| format!("drawing chart {}/{}", lab.slug, spec.name))?;
@@ -321,6 +362,55 @@ mod tests {
             text.push('\n');
         }
         RunData::parse(&text).expect("a valid run")
+    }
+
+    fn prepared(names: &[&str]) -> Prepared {
+        Prepared {
+            series: names
+                .iter()
+                .enumerate()
+                .map(|(index, name)| PreparedSeries {
+                    name: name.to_string(),
+                    points: Vec::new(),
+                    colour: index,
+                })
+                .collect(),
+            marks: Vec::new(),
+        }
+    }
+
+    fn slots(prepared: &Prepared) -> Vec<usize> {
+        prepared.series.iter().map(|series| series.colour).collect()
+    }
+
+    #[test]
+    fn a_series_keeps_its_colour_in_every_chart_of_a_lab() {
+        let mut colours = Colours::default();
+        let mut all = prepared(&["inline", "spawn-blocking", "rayon", "chunked"]);
+        colours.assign(&mut all, 7);
+        assert_eq!(slots(&all), [0, 1, 2, 3]);
+        // A chart of the fixes only: each keeps the colour it had.
+        let mut fixes = prepared(&["rayon", "chunked", "spawn-blocking"]);
+        colours.assign(&mut fixes, 7);
+        assert_eq!(slots(&fixes), [2, 3, 1]);
+        // Known by the name the chart shows (a shared `family/` prefix goes);
+        // a new name takes its place in the chart when that slot is free.
+        let mut family = prepared(&["run/chunked", "run/inline", "run/new"]);
+        colours.assign(&mut family, 7);
+        assert_eq!(slots(&family), [3, 0, 2]);
+        // Parts played under other names match by place, as before.
+        let mut first = prepared(&["health-a", "lag-a"]);
+        let mut second = prepared(&["health-b", "lag-b"]);
+        colours.assign(&mut first, 7);
+        colours.assign(&mut second, 7);
+        assert_eq!((slots(&first), slots(&second)), (vec![0, 1], vec![0, 1]));
+        // Never two alike in one chart.
+        let mut crowded = prepared(&["x", "y", "z", "inline"]);
+        colours.assign(&mut crowded, 7);
+        assert_eq!(slots(&crowded), [0, 1, 2, 3]);
+        let mut wrap = prepared(&["a", "b", "c", "d", "e", "f", "g", "h"]);
+        colours.assign(&mut wrap, 7);
+        assert_eq!(slots(&wrap), [0, 1, 2, 3, 4, 5, 6, 0]);
     }
 
     #[test]
