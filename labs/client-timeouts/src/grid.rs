@@ -4,9 +4,11 @@
 //! Each cell is one POST on its own client and its own downstream; the cells
 //! run side by side, and the lab's bound ends any that are still waiting.
 
+use std::sync::Arc;
+
 use anyhow::{Context, Result};
 use serde::Serialize;
-use tokio::time::Instant;
+use tokio::{sync::Barrier, time::Instant};
 
 use crate::{
     Config,
@@ -189,12 +191,27 @@ async fn exchange(
 
 /// Runs one cell: a fresh downstream, a fresh client, one request, bounded.
 pub async fn cell(shape: Shape, setting: Setting, config: &Config) -> Result<Cell> {
+    cell_after(shape, setting, config, None).await
+}
+
+/// The same, but the request waits at `start` until every cell sharing it
+/// has its downstream and client ready, so that setting up one cell does not
+/// slow down the request of another.
+pub async fn cell_after(
+    shape: Shape,
+    setting: Setting,
+    config: &Config,
+    start: Option<Arc<Barrier>>,
+) -> Result<Cell> {
     let downstream = Downstream::start(shape, config.behaviour())
         .await
         .with_context(|| format!("starting the {} downstream", shape.name()))?;
     let client = client_for(setting, config)?;
     let url = downstream.url("/work");
     let bound = config.lab(config.bound_s);
+    if let Some(start) = start {
+        start.wait().await;
+    }
     let started = Instant::now();
     let mut phase = "head";
     let mut head_at = None;
@@ -252,10 +269,11 @@ pub async fn cell(shape: Shape, setting: Setting, config: &Config) -> Result<Cel
 /// `grid/<setting>`.
 pub async fn run_grid(config: &Config) -> Result<Vec<Cell>> {
     let mut cells = tokio::task::JoinSet::new();
+    let start = Arc::new(Barrier::new(Shape::ALL.len() * Setting::ALL.len()));
     for shape in Shape::ALL {
         for setting in Setting::ALL {
-            let config = config.clone();
-            cells.spawn(async move { cell(shape, setting, &config).await });
+            let (config, start) = (config.clone(), Arc::clone(&start));
+            cells.spawn(async move { cell_after(shape, setting, &config, Some(start)).await });
         }
     }
     let mut done = Vec::new();

@@ -10,7 +10,7 @@ use std::time::Duration;
 use lab_client_timeouts::{
     Config,
     downstream::Shape,
-    grid::{Setting, cell},
+    grid::{Setting, cell, run_grid},
     proxy,
     reuse::{Policy, check},
 };
@@ -42,74 +42,65 @@ async fn with_no_timeout_a_silent_downstream_is_still_waiting_at_the_bound() {
     assert_eq!(read.outcome, "timed out before the head");
 }
 
+/// The whole grid, as the chapter's table of "which knob catches which
+/// shape" states it: one row per shape, one column per setting, in the
+/// order of `Setting::ALL` (none, connect, read, total, two-phase).
+const CATCHES: [(&str, [&str; 5]); 7] = [
+    (
+        "no-handshake",
+        [WAIT, "connect timeout", HEAD, HEAD, "connect timeout"],
+    ),
+    ("refuses", ["refused"; 5]),
+    ("never-reads", [WAIT, WAIT, HEAD, HEAD, HEAD]),
+    ("silent", [WAIT, WAIT, HEAD, HEAD, HEAD]),
+    ("stalls-body", [READING, READING, BODY, BODY, BODY]),
+    ("trickles", [READING, READING, READING, BODY, READING]),
+    ("normal", ["answered"; 5]),
+];
+const WAIT: &str = "still waiting at the bound";
+const READING: &str = "still reading at the bound";
+const HEAD: &str = "timed out before the head";
+const BODY: &str = "timed out in the body";
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_knob_catches_its_shapes() {
     let config = config();
-    let expect = [
-        (
-            Shape::NoHandshake,
-            Setting::NoTimeout,
-            "still waiting at the bound",
-        ),
-        (
-            Shape::NoHandshake,
-            Setting::ConnectTimeout,
-            "connect timeout",
-        ),
-        (Shape::Refuses, Setting::NoTimeout, "refused"),
-        (
-            Shape::NeverReads,
-            Setting::ConnectTimeout,
-            "still waiting at the bound",
-        ),
-        (
-            Shape::NeverReads,
-            Setting::TwoPhase,
-            "timed out before the head",
-        ),
-        (
-            Shape::StallsBody,
-            Setting::NoTimeout,
-            "still reading at the bound",
-        ),
-        (
-            Shape::StallsBody,
-            Setting::ReadTimeout,
-            "timed out in the body",
-        ),
-        (
-            Shape::StallsBody,
-            Setting::TwoPhase,
-            "timed out in the body",
-        ),
-        (
-            Shape::Trickles,
-            Setting::ReadTimeout,
-            "still reading at the bound",
-        ),
-        (
-            Shape::Trickles,
-            Setting::TwoPhase,
-            "still reading at the bound",
-        ),
-        (
-            Shape::Trickles,
-            Setting::TotalTimeout,
-            "timed out in the body",
-        ),
-        (Shape::Normal, Setting::TwoPhase, "answered"),
-    ];
-    let mut cells = tokio::task::JoinSet::new();
-    for (shape, setting, outcome) in expect {
-        let config = config.clone();
-        cells.spawn(async move { (cell(shape, setting, &config).await, shape, setting, outcome) });
+    let cells = run_grid(&config).await.expect("the grid runs");
+    assert_eq!(cells.len(), 35);
+    for (shape, outcomes) in CATCHES {
+        for (setting, outcome) in Setting::ALL.iter().zip(outcomes) {
+            let measured = cells
+                .iter()
+                .find(|cell| cell.shape == shape && cell.setting == setting.name())
+                .expect("every cell ran");
+            assert_eq!(measured.outcome, outcome, "{measured:?}");
+        }
     }
-    while let Some(joined) = cells.join_next().await {
-        let (measured, shape, setting, outcome) = joined.expect("no cell panics");
-        let measured = measured.expect("the cell runs");
-        assert_eq!(
-            measured.outcome, outcome,
-            "{shape:?} under {setting:?}: {measured:?}"
+    // The knobs that fire do so at their own deadline, not before; a margin
+    // after it for a busy machine.
+    let at = |shape: &str, setting: Setting| {
+        cells
+            .iter()
+            .find(|cell| cell.shape == shape && cell.setting == setting.name())
+            .expect("every cell ran")
+            .lab_ms
+    };
+    let slack = margin(&config).as_secs_f64() * 1000.0;
+    for (shape, setting, deadline_s) in [
+        ("silent", Setting::ReadTimeout, config.read_timeout_s),
+        ("silent", Setting::TotalTimeout, config.total_timeout_s),
+        ("silent", Setting::TwoPhase, config.ttfb_timeout_s),
+        (
+            "no-handshake",
+            Setting::ConnectTimeout,
+            config.connect_timeout_s,
+        ),
+    ] {
+        let deadline = config.lab(deadline_s).as_secs_f64() * 1000.0;
+        let took = at(shape, setting);
+        assert!(
+            took >= deadline && took <= deadline + slack,
+            "{shape} under {setting:?}: {took} ms for a {deadline} ms deadline"
         );
     }
 }
