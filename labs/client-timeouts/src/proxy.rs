@@ -165,6 +165,8 @@ pub struct ProxyCase {
     pub upstream_busy_after: i64,
     /// How long, after the client's exchange ended, until both were zero.
     pub released_ms: f64,
+    /// The TTFB deadline this proxy ran with (production seconds).
+    pub ttfb_s: f64,
 }
 
 /// Sends one GET with `Connection: close` on a raw socket and reads until the
@@ -226,10 +228,16 @@ fn parse(received: &[u8]) -> (usize, u16, usize, bool) {
 /// One upstream shape behind a fresh proxy.
 pub async fn case(shape: Shape, client_leaves: bool, config: &Config) -> Result<ProxyCase> {
     let upstream = Downstream::start(shape, config.behaviour()).await?;
+    let mut two_phase = config.two_phase();
+    if client_leaves {
+        // The client leaves long before this TTFB deadline: only the
+        // disconnect itself can release the upstream request in time.
+        two_phase.ttfb = config.lab(config.bound_s);
+    }
     let state = ProxyState {
         client: crate::grid::client_for(crate::grid::Setting::TwoPhase, config)?,
         upstream: upstream.url(""),
-        two_phase: config.two_phase(),
+        two_phase,
         in_flight: Arc::new(AtomicI64::new(0)),
     };
     let in_flight = Arc::clone(&state.in_flight);
@@ -263,6 +271,7 @@ pub async fn case(shape: Shape, client_leaves: bool, config: &Config) -> Result<
         in_flight_after: in_flight.load(Ordering::SeqCst),
         upstream_busy_after: upstream.busy(),
         released_ms: millis(released),
+        ttfb_s: config.production_s(two_phase.ttfb),
     };
     proxy.stop(Duration::from_millis(200)).await?;
     Ok(result)

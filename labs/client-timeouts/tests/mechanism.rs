@@ -126,6 +126,8 @@ async fn two_phase_passes_the_four_step_check() {
         steps[2]
     );
     assert_eq!(steps[2].outcome, "timed out", "{:?}", steps[2]);
+    assert_eq!(steps[0].new_connections, 1, "{:?}", steps[0]);
+    assert_eq!(steps[3].new_connections, 1, "{:?}", steps[3]);
     let ttfb = config.two_phase().ttfb;
     let limit = (ttfb + margin(&config)).as_secs_f64() * 1000.0;
     assert!(
@@ -150,6 +152,8 @@ async fn without_a_request_timer_the_reused_connection_hangs() {
         );
         assert!(steps[2].reused, "{policy:?}");
         assert_eq!(steps[3].outcome, "answered", "{policy:?}");
+        // The abandoned request took its connection with it: step 4 connects anew.
+        assert_eq!(steps[3].new_connections, 1, "{policy:?}: {:?}", steps[3]);
     }
 }
 
@@ -181,7 +185,12 @@ async fn the_proxy_answers_once_and_leaves_nothing_in_flight() {
                 assert!(!seen.body_complete, "{seen:?}");
                 assert_eq!(seen.ending, "closed", "{seen:?}");
             }
-            _ => assert_eq!(seen.responses, 0, "{seen:?}"),
+            _ => {
+                assert_eq!(seen.responses, 0, "{seen:?}");
+                // Released by the disconnect, long before its TTFB deadline.
+                let ttfb_ms = seen.ttfb_s / config.time_scale * 1000.0;
+                assert!(seen.released_ms < ttfb_ms / 2.0, "{seen:?}");
+            }
         }
     }
 }
