@@ -113,8 +113,8 @@ fn int_option(fd: i32, level: i32, name: i32) -> i64 {
     if status == 0 { i64::from(value) } else { -1 }
 }
 
-/// Finds this process's socket connected to `peer` and reads its options.
-fn options_toward(peer: SocketAddr) -> Result<SocketOptions> {
+/// This process's socket connected to `peer`, if it has one.
+pub(crate) fn fd_toward(peer: SocketAddr) -> Result<Option<i32>> {
     for entry in std::fs::read_dir("/proc/self/fd").context("listing /proc/self/fd")? {
         let Some(fd) = entry.ok().and_then(|entry| {
             entry
@@ -124,19 +124,45 @@ fn options_toward(peer: SocketAddr) -> Result<SocketOptions> {
         }) else {
             continue;
         };
-        if peer_of(fd) != Some(peer) {
-            continue;
+        if peer_of(fd) == Some(peer) {
+            return Ok(Some(fd));
         }
-        return Ok(SocketOptions {
-            keepalive: int_option(fd, libc::SOL_SOCKET, libc::SO_KEEPALIVE) == 1,
-            idle_s: int_option(fd, libc::IPPROTO_TCP, libc::TCP_KEEPIDLE),
-            interval_s: int_option(fd, libc::IPPROTO_TCP, libc::TCP_KEEPINTVL),
-            probes: int_option(fd, libc::IPPROTO_TCP, libc::TCP_KEEPCNT),
-            user_timeout_ms: int_option(fd, libc::IPPROTO_TCP, libc::TCP_USER_TIMEOUT),
-            nodelay: int_option(fd, libc::IPPROTO_TCP, libc::TCP_NODELAY) == 1,
-        });
     }
-    anyhow::bail!("no socket of this process is connected to {peer}")
+    Ok(None)
+}
+
+/// The kernel's TCP_INFO for a socket: segments received so far and
+/// milliseconds since the last ACK arrived.
+pub(crate) fn segments_and_last_ack(fd: i32) -> Option<(u32, u32)> {
+    // SAFETY: an all-zero tcp_info is a valid value of that plain C struct.
+    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+    let mut length = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+    // SAFETY: `info` is writable and `length` is its size; the kernel writes
+    // at most that many bytes.
+    let status = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            (&mut info as *mut libc::tcp_info).cast(),
+            &mut length,
+        )
+    };
+    (status == 0).then_some((info.tcpi_segs_in, info.tcpi_last_ack_recv))
+}
+
+/// Finds this process's socket connected to `peer` and reads its options.
+fn options_toward(peer: SocketAddr) -> Result<SocketOptions> {
+    let fd = fd_toward(peer)?
+        .with_context(|| format!("no socket of this process is connected to {peer}"))?;
+    Ok(SocketOptions {
+        keepalive: int_option(fd, libc::SOL_SOCKET, libc::SO_KEEPALIVE) == 1,
+        idle_s: int_option(fd, libc::IPPROTO_TCP, libc::TCP_KEEPIDLE),
+        interval_s: int_option(fd, libc::IPPROTO_TCP, libc::TCP_KEEPINTVL),
+        probes: int_option(fd, libc::IPPROTO_TCP, libc::TCP_KEEPCNT),
+        user_timeout_ms: int_option(fd, libc::IPPROTO_TCP, libc::TCP_USER_TIMEOUT),
+        nodelay: int_option(fd, libc::IPPROTO_TCP, libc::TCP_NODELAY) == 1,
+    })
 }
 
 /// The two clients, behind one interface: one GET, body read to the end.

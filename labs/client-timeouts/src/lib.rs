@@ -7,6 +7,7 @@
 //! kernel picks, on a clock compressed by `Config::time_scale`.
 
 pub mod check;
+pub mod dead_peer;
 pub mod defaults;
 pub mod downstream;
 pub mod grid;
@@ -53,13 +54,21 @@ pub struct Config {
     /// How long the defaults section waits, in real seconds (a library's
     /// default does not know about the lab's compressed clock).
     pub defaults_bound_real_s: f64,
+    /// HTTP/2 PING keepalive: a PING this often, and how long to wait for
+    /// its answer.
+    pub h2_ping_interval_s: f64,
+    pub h2_ping_timeout_s: f64,
+    /// How long the dead-peer watchers watch, in real seconds: longer than
+    /// the kernel's shortest TCP keepalive could take to give up (1 s idle
+    /// plus 3 probes 1 s apart).
+    pub dead_peer_watch_real_s: f64,
 }
 
 impl Config {
     pub fn for_mode(mode: Mode) -> Config {
-        let (time_scale, defaults_bound_real_s) = match mode {
-            Mode::Quick => (50.0, 3.0),
-            Mode::Full => (10.0, 30.0),
+        let (time_scale, defaults_bound_real_s, dead_peer_watch_real_s) = match mode {
+            Mode::Quick => (50.0, 3.0, 5.0),
+            Mode::Full => (10.0, 30.0, 10.0),
         };
         Config {
             time_scale,
@@ -74,6 +83,9 @@ impl Config {
             request_body_bytes: 8 * 1024 * 1024,
             pool_idle_probe_s: 15.0,
             defaults_bound_real_s,
+            h2_ping_interval_s: 10.0,
+            h2_ping_timeout_s: 5.0,
+            dead_peer_watch_real_s,
         }
     }
 
@@ -142,10 +154,19 @@ pub async fn run(mode: Mode, config: &Config, out: &mut Output) -> Result<()> {
     proxy::run_proxy(config, out)
         .await
         .context("the reverse proxy")?;
-    eprintln!("client-timeouts: the defaults");
-    defaults::run_defaults(config, out)
-        .await
-        .context("the defaults")?;
+    eprintln!("client-timeouts: the defaults, and dead peers on idle connections");
+    let mut dead_peer_out = Output::collect();
+    let (defaults, dead_peer) = tokio::join!(
+        defaults::run_defaults(config, out),
+        dead_peer::run_dead_peer(config, &mut dead_peer_out),
+    );
+    defaults.context("the defaults")?;
+    dead_peer.context("dead peers on idle connections")?;
+    for record in dead_peer_out.records() {
+        if let lab_kit::Record::Summary(point) = record {
+            out.summary_of(&point.series, &point.values)?;
+        }
+    }
     Ok(())
 }
 
