@@ -1,0 +1,176 @@
+//! Client timeouts: what a `reqwest::Client` does with each failure shape of
+//! a downstream under each timeout knob, the reused-connection trap behind a
+//! tunnel, a reverse proxy with a two-phase timeout, and the defaults of the
+//! Rust client stack, measured.
+//!
+//! One module per experiment; everything runs on 127.0.0.1 with ports the
+//! kernel picks, on a clock compressed by `Config::time_scale`.
+
+pub mod check;
+pub mod dead_peer;
+pub mod defaults;
+pub mod downstream;
+pub mod grid;
+pub mod proxy;
+pub mod reuse;
+pub mod tunnel;
+pub mod two_phase;
+
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use lab_kit::{Meta, Mode, Output};
+use serde::Serialize;
+
+use crate::{downstream::Behaviour, two_phase::TwoPhase};
+
+/// The lab's slug: its folder, chapter, data file and charts.
+pub const SLUG: &str = "client-timeouts";
+
+/// What one run measures. Every `_s` field is production seconds; the lab
+/// runs them divided by `time_scale`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Config {
+    /// How much faster than production the lab's clock runs.
+    pub time_scale: f64,
+    pub connect_timeout_s: f64,
+    pub read_timeout_s: f64,
+    pub total_timeout_s: f64,
+    /// The two-phase timeout: to the response head, then between chunks.
+    pub ttfb_timeout_s: f64,
+    pub body_idle_s: f64,
+    /// The lab's own bound on any one request: past it, "still waiting".
+    pub bound_s: f64,
+    /// Gap between two bytes of the trickling downstream.
+    pub trickle_every_s: f64,
+    /// Bytes of every response body.
+    pub body_bytes: usize,
+    /// Bytes of the request body sent to the downstream that never reads:
+    /// more than the kernel buffers on both ends hold, so the client's write
+    /// blocks. Every other request carries 64 bytes.
+    pub request_body_bytes: usize,
+    /// The pool idle timeout the defaults section sets, to see the reaper.
+    pub pool_idle_probe_s: f64,
+    /// How long the defaults section waits, in real seconds (a library's
+    /// default does not know about the lab's compressed clock).
+    pub defaults_bound_real_s: f64,
+    /// HTTP/2 PING keepalive: a PING this often, and how long to wait for
+    /// its answer.
+    pub h2_ping_interval_s: f64,
+    pub h2_ping_timeout_s: f64,
+    /// How long the dead-peer watchers watch, in real seconds: longer than
+    /// the kernel's shortest TCP keepalive could take to give up (1 s idle
+    /// plus 3 probes 1 s apart).
+    pub dead_peer_watch_real_s: f64,
+}
+
+impl Config {
+    pub fn for_mode(mode: Mode) -> Config {
+        let (time_scale, defaults_bound_real_s, dead_peer_watch_real_s) = match mode {
+            Mode::Quick => (50.0, 3.0, 5.0),
+            Mode::Full => (10.0, 30.0, 10.0),
+        };
+        Config {
+            time_scale,
+            connect_timeout_s: 2.0,
+            read_timeout_s: 10.0,
+            total_timeout_s: 30.0,
+            ttfb_timeout_s: 8.0,
+            body_idle_s: 15.0,
+            bound_s: 60.0,
+            trickle_every_s: 2.0,
+            body_bytes: 64,
+            request_body_bytes: 8 * 1024 * 1024,
+            pool_idle_probe_s: 15.0,
+            defaults_bound_real_s,
+            h2_ping_interval_s: 10.0,
+            h2_ping_timeout_s: 5.0,
+            dead_peer_watch_real_s,
+        }
+    }
+
+    /// A production duration on the lab's clock.
+    pub fn lab(&self, production_seconds: f64) -> Duration {
+        Duration::from_secs_f64(production_seconds / self.time_scale)
+    }
+
+    /// Lab milliseconds scaled back to production seconds.
+    pub fn production_s(&self, lab: Duration) -> f64 {
+        lab.as_secs_f64() * self.time_scale
+    }
+
+    pub fn two_phase(&self) -> TwoPhase {
+        TwoPhase {
+            ttfb: self.lab(self.ttfb_timeout_s),
+            body_idle: self.lab(self.body_idle_s),
+        }
+    }
+
+    pub fn behaviour(&self) -> Behaviour {
+        Behaviour {
+            body_bytes: self.body_bytes,
+            trickle_every: self.lab(self.trickle_every_s),
+        }
+    }
+}
+
+/// The timeouts themselves, as one summary record: the chart marks them.
+#[derive(Debug, Clone, Serialize)]
+pub struct Timeouts {
+    pub connect_s: f64,
+    pub read_s: f64,
+    pub total_s: f64,
+    pub ttfb_s: f64,
+    pub body_idle_s: f64,
+    pub bound_s: f64,
+    pub time_scale: f64,
+}
+
+/// The whole lab, as records on `out`.
+pub async fn run(mode: Mode, config: &Config, out: &mut Output) -> Result<()> {
+    out.meta(Meta::describe(SLUG, mode, config.time_scale, config)?)?;
+    out.summary_of(
+        "timeouts",
+        &Timeouts {
+            connect_s: config.connect_timeout_s,
+            read_s: config.read_timeout_s,
+            total_s: config.total_timeout_s,
+            ttfb_s: config.ttfb_timeout_s,
+            body_idle_s: config.body_idle_s,
+            bound_s: config.bound_s,
+            time_scale: config.time_scale,
+        },
+    )?;
+    eprintln!("client-timeouts: the grid (7 shapes x 5 settings, side by side)");
+    for cell in grid::run_grid(config).await.context("the grid")? {
+        out.sample(&format!("grid/{}", cell.setting), &cell)?;
+        out.summary_of(&format!("cell/{}/{}", cell.shape, cell.setting), &cell)?;
+    }
+    eprintln!("client-timeouts: the four-step check behind a tunnel");
+    reuse::run_checks(config, out)
+        .await
+        .context("the reused-connection check")?;
+    eprintln!("client-timeouts: the reverse proxy");
+    proxy::run_proxy(config, out)
+        .await
+        .context("the reverse proxy")?;
+    eprintln!("client-timeouts: the defaults, and dead peers on idle connections");
+    let mut dead_peer_out = Output::collect();
+    let (defaults, dead_peer) = tokio::join!(
+        defaults::run_defaults(config, out),
+        dead_peer::run_dead_peer(config, &mut dead_peer_out),
+    );
+    defaults.context("the defaults")?;
+    dead_peer.context("dead peers on idle connections")?;
+    for record in dead_peer_out.records() {
+        if let lab_kit::Record::Summary(point) = record {
+            out.summary_of(&point.series, &point.values)?;
+        }
+    }
+    Ok(())
+}
+
+/// Milliseconds of a duration, for records.
+pub fn millis(duration: Duration) -> f64 {
+    duration.as_secs_f64() * 1000.0
+}
