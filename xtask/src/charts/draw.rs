@@ -13,6 +13,9 @@ use plotters::{
 
 use super::{ChartSpec, Kind, Legend, Prepared, layout};
 
+/// The shortest a segment is drawn, in pixels.
+const MIN_SEGMENT_PX: i32 = 4;
+
 /// How many series colours a theme has.
 pub const PALETTE_SIZE: usize = 7;
 
@@ -620,11 +623,18 @@ where
                     .map_err(plot_error)?;
             }
             Kind::Segments => {
-                chart
-                    .draw_series(series.points.iter().map(|&(x, y, x_end)| {
-                        PathElement::new(vec![(x, y), (x_end, y)], colour.stroke_width(3))
-                    }))
+                // Drawn in pixels, at least MIN_SEGMENT_PX long, so a request
+                // that took a millisecond on a minute-long axis still shows.
+                for &(x, y, x_end) in &series.points {
+                    let (start, row) = chart.backend_coord(&(x, y));
+                    let (end, _) = chart.backend_coord(&(x_end, y));
+                    let end = end.max(start + MIN_SEGMENT_PX);
+                    area.draw(&PathElement::new(
+                        vec![(start, row), (end, row)],
+                        colour.stroke_width(3),
+                    ))
                     .map_err(plot_error)?;
+                }
             }
             Kind::Bar => unreachable!("bars are drawn by draw_bars"),
         }

@@ -456,6 +456,45 @@ mod tests {
     }
 
     #[test]
+    fn a_segment_of_a_millisecond_on_a_long_axis_still_shows() {
+        let data = run(&[
+            r#"{"type":"sample","data":{"series":"quick","values":{"s":10,"e":10.001,"row":1}}}"#,
+            r#"{"type":"sample","data":{"series":"long","values":{"s":0,"e":60000,"row":2}}}"#,
+        ]);
+        let spec: ChartFile = toml::from_str(
+            r#"
+            [[chart]]
+            name = "c"
+            title = "t"
+            kind = "segments"
+            x = "s"
+            x_end = "e"
+            y = "row"
+            "#,
+        )
+        .expect("a valid spec");
+        let prepared = spec.chart[0].prepare(&data).expect("prepares");
+        let svg = draw::render(&spec.chart[0], &prepared, &THEMES[0], "caption").expect("draws");
+        // Every segment is a polyline of two points; the shortest is wide
+        // enough to see.
+        let widths: Vec<i32> = svg
+            .split("<polyline")
+            .skip(1)
+            .filter(|element| element.contains("stroke-width=\"3\""))
+            .filter_map(|element| {
+                let points = element.split("points=\"").nth(1)?.split('"').next()?;
+                let xs: Vec<i32> = points
+                    .split_whitespace()
+                    .filter_map(|pair| pair.split(',').next()?.parse().ok())
+                    .collect();
+                Some(xs.last()? - xs.first()?)
+            })
+            .collect();
+        assert_eq!(widths.len(), 2, "{svg}");
+        assert!(widths.iter().all(|width| *width >= 4), "{widths:?}");
+    }
+
+    #[test]
     fn lanes_are_shared_across_series_and_ticks_are_named() {
         // Two kinds of request on row 3, overlapping in time, at the same
         // offset the lab gave them: lanes part them.
