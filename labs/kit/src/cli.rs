@@ -65,6 +65,26 @@ where
     }
 }
 
+/// The `main` of a lab's subcommand (a check of the reader's own server, for
+/// example): runs `work` on a current-thread runtime; success is exit 0, and
+/// a failure its error chain on one line of stderr and exit 2. `work` bounds
+/// its own time.
+#[cfg(feature = "runtime")]
+pub fn run_subcommand(work: impl Future<Output = Result<()>>) -> ExitCode {
+    let outcome = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the tokio runtime")
+        .and_then(|runtime| runtime.block_on(work));
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
 #[cfg(feature = "runtime")]
 fn parse_and_run<F, Fut>(info: &LabInfo, lab: F) -> Result<()>
 where
