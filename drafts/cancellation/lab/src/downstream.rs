@@ -1,0 +1,39 @@
+//! The slow downstream: an axum server on 127.0.0.1 whose one route works in
+//! small steps for a fixed time. A guard in its handler marks when it
+//! stopped and whether it finished, so the downstream itself reports the
+//! work it did after its caller left.
+
+use std::{sync::Arc, time::Duration};
+
+use anyhow::Result;
+use axum::{Router, extract::State, routing::get};
+use lab_kit::server::{RunningServer, spawn_axum};
+
+use crate::probe::{DownstreamGuard, Probe};
+
+#[derive(Clone)]
+struct Downstream {
+    work: Duration,
+    probe: Arc<Probe>,
+}
+
+/// Starts the downstream; it answers `/work` after `work`.
+pub async fn start(work: Duration, probe: Arc<Probe>) -> Result<RunningServer> {
+    let app = Router::new()
+        .route("/work", get(slow_work))
+        .with_state(Downstream { work, probe });
+    spawn_axum(app).await
+}
+
+async fn slow_work(State(downstream): State<Downstream>) -> &'static str {
+    let mut guard = DownstreamGuard {
+        probe: downstream.probe,
+        completed: false,
+    };
+    let steps = 20;
+    for _ in 0..steps {
+        tokio::time::sleep(downstream.work / steps).await;
+    }
+    guard.completed = true;
+    "worked"
+}

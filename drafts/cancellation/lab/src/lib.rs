@@ -1,0 +1,119 @@
+//! Cancellation: does a server's work stop when its client leaves, what a
+//! route timeout leaves running after it has answered, and the spiral of
+//! queries that run for nobody while a pool of SQLite connections drains.
+//!
+//! One module per experiment; everything runs on 127.0.0.1 with ports the
+//! kernel picks, on a clock compressed by `Config::time_scale`.
+
+pub mod db;
+pub mod downstream;
+pub mod leave;
+pub mod probe;
+pub mod route_timeout;
+pub mod spiral;
+
+use std::{sync::Arc, time::Duration};
+
+use anyhow::{Context, Result};
+use lab_kit::{Meta, Mode, Output};
+use serde::Serialize;
+
+use crate::{
+    db::Database,
+    leave::{Protocol, Variant},
+    route_timeout::RouteTimeout,
+};
+
+/// The lab's slug: its folder, chapter, data file and charts.
+pub const SLUG: &str = "cancellation";
+
+/// What one run measures. Every `_s` field is production seconds; the lab
+/// runs them divided by `time_scale`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Config {
+    /// How much faster than production the lab's clock runs.
+    pub time_scale: f64,
+    /// Parts 1 and 2: how long the downstream call and the query each take.
+    pub work_s: f64,
+    /// Part 1: when the client gives up.
+    pub leave_after_s: f64,
+    /// Part 2 and the spiral: the route's timeout.
+    pub route_timeout_s: f64,
+    /// The spiral: the pool, the query timeout of the naive variant, how
+    /// long users wait before they leave, and the load.
+    pub pool_size: usize,
+    pub query_timeout_s: f64,
+    pub user_patience_s: f64,
+    pub light_query_s: f64,
+    pub heavy_query_s: f64,
+    /// One request in this many runs the heavy query.
+    pub heavy_every: u64,
+    pub arrivals_per_s: f64,
+    pub spiral_duration_s: f64,
+    pub sample_every_s: f64,
+}
+
+impl Config {
+    pub fn for_mode(mode: Mode) -> Config {
+        let (time_scale, spiral_duration_s) = match mode {
+            Mode::Quick => (50.0, 120.0),
+            Mode::Full => (10.0, 300.0),
+        };
+        Config {
+            time_scale,
+            work_s: 12.0,
+            leave_after_s: 2.0,
+            route_timeout_s: 10.0,
+            pool_size: 4,
+            query_timeout_s: 30.0,
+            user_patience_s: 8.0,
+            light_query_s: 1.0,
+            heavy_query_s: 20.0,
+            heavy_every: 5,
+            arrivals_per_s: 0.8,
+            spiral_duration_s,
+            sample_every_s: 2.0,
+        }
+    }
+
+    /// A production duration on the lab's clock.
+    pub fn lab(&self, production_seconds: f64) -> Duration {
+        Duration::from_secs_f64(production_seconds / self.time_scale)
+    }
+
+    /// Lab milliseconds scaled back to production seconds.
+    pub fn production_ms(&self, lab_ms: f64) -> f64 {
+        lab_ms / 1000.0 * self.time_scale
+    }
+}
+
+/// The whole lab, as records on `out`.
+pub async fn run(mode: Mode, config: &Config, out: &mut Output) -> Result<()> {
+    out.meta(Meta::describe(SLUG, mode, config.time_scale, config)?)?;
+    let database = Arc::new(Database::open(config.pool_size).context("opening the database")?);
+    eprintln!("cancellation: does the work stop when the client leaves (5 variants x 2 protocols)");
+    for protocol in [Protocol::Http1, Protocol::Http2] {
+        for variant in Variant::ALL {
+            let case = leave::leave_case(variant, protocol, Arc::clone(&database), config)
+                .await
+                .with_context(|| format!("leave/{}/{}", variant.name(), protocol.name()))?;
+            out.sample(&format!("leave/{}", protocol.name()), &case)?;
+            out.summary_of(
+                &format!("leave/{}/{}", variant.name(), protocol.name()),
+                &case,
+            )?;
+        }
+    }
+    eprintln!("cancellation: route timeouts (3 ways)");
+    for kind in RouteTimeout::ALL {
+        let case = route_timeout::route_case(kind, Arc::clone(&database), config)
+            .await
+            .with_context(|| format!("route/{}", kind.name()))?;
+        out.summary_of(&format!("route/{}", kind.name()), &case)?;
+    }
+    eprintln!("cancellation: the spiral (3 variants)");
+    spiral::run_spiral(config, out)
+        .await
+        .context("the spiral")?;
+    Ok(())
+}

@@ -1,0 +1,10 @@
+//! Run with: `cargo xtask lab cancellation` (or `cargo run --release -p lab-cancellation -- --quick`).
+
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    lab_kit::cli::run_lab(include_str!("../Cargo.toml"), |mode, mut out| async move {
+        let config = lab_cancellation::Config::for_mode(mode);
+        lab_cancellation::run(mode, &config, &mut out).await
+    })
+}
