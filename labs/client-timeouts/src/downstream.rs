@@ -202,11 +202,12 @@ impl Downstream {
     }
 }
 
-/// Counts a request as busy (or a connection as open) while it lives.
-struct BusyGuard(Arc<AtomicI64>);
+/// Counts a request as busy (or a connection as open, or an upstream request
+/// as in flight) while it lives.
+pub(crate) struct BusyGuard(Arc<AtomicI64>);
 
 impl BusyGuard {
-    fn new(busy: &Arc<AtomicI64>) -> BusyGuard {
+    pub(crate) fn new(busy: &Arc<AtomicI64>) -> BusyGuard {
         busy.fetch_add(1, Ordering::SeqCst);
         BusyGuard(Arc::clone(busy))
     }

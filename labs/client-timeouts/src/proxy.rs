@@ -31,7 +31,7 @@ use tokio::{
 
 use crate::{
     Config,
-    downstream::{Downstream, Shape},
+    downstream::{BusyGuard, Downstream, Shape},
     millis,
     two_phase::{IdleTimeoutBody, TwoPhase, TwoPhaseError},
 };
@@ -45,22 +45,6 @@ pub struct ProxyState {
     pub two_phase: TwoPhase,
     /// Upstream requests alive right now (sent, head or body not finished).
     pub in_flight: Arc<AtomicI64>,
-}
-
-/// Counts one upstream request while it lives.
-struct InFlight(Arc<AtomicI64>);
-
-impl InFlight {
-    fn new(count: &Arc<AtomicI64>) -> InFlight {
-        count.fetch_add(1, Ordering::SeqCst);
-        InFlight(Arc::clone(count))
-    }
-}
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
-    }
 }
 
 /// Headers that describe one hop, not the message; a proxy does not forward them.
@@ -107,7 +91,7 @@ async fn forward(State(state): State<ProxyState>, request: Request) -> Response 
             .into_response();
     };
     // Counted from here until the upstream body ends or is dropped.
-    let in_flight = InFlight::new(&state.in_flight);
+    let in_flight = BusyGuard::new(&state.in_flight);
     let upstream = match state.two_phase.send(&state.client, outgoing).await {
         Ok(upstream) => upstream,
         // Phase one failed: nothing has been sent to the client yet, so it
