@@ -134,8 +134,8 @@ pub struct Config {
     pub rayon_threads: usize,
     /// A poll longer than this is slow for the per-route task monitors (ms).
     pub slow_poll_ms: u64,
-    /// The variants run, by name, space separated (a field must be a scalar).
-    pub variant_names: String,
+    /// The variants run, by name.
+    pub variant_names: Vec<&'static str>,
     #[serde(skip)]
     pub variants: Vec<Variant>,
     /// The lab binary, re-executed as the prober.
@@ -176,11 +176,7 @@ impl Config {
             race_rounds: 1,
             rayon_threads: 1,
             slow_poll_ms: 10,
-            variant_names: variants
-                .iter()
-                .map(|variant| variant.name)
-                .collect::<Vec<_>>()
-                .join(" "),
+            variant_names: variants.iter().map(|variant| variant.name).collect(),
             variants: variants.to_vec(),
             prober_exe,
         }
@@ -223,10 +219,10 @@ pub struct VariantSummary {
     pub report_start_ms: f64,
     pub report_end_ms: f64,
     /// When each report's computation started and ended, ms since the prober
-    /// started, space-separated in time order (the two-workers chart marks
+    /// started, in time order (the two-workers chart marks
     /// every round with these).
-    pub report_starts_ms: String,
-    pub report_ends_ms: String,
+    pub report_starts_ms: Vec<f64>,
+    pub report_ends_ms: Vec<f64>,
     /// Mean time one report's computation took, as the server timed it.
     pub report_ms: f64,
     /// How long the client waited for its (first) answer: for the background
@@ -444,10 +440,6 @@ fn summarise(
             .collect();
         times.sort_by(f64::total_cmp);
         times
-            .iter()
-            .map(|ms| format!("{ms:.1}"))
-            .collect::<Vec<_>>()
-            .join(" ")
     };
     let report_starts_ms = times(|span| span.start_ms);
     let report_ends_ms = times(|span| span.end_ms);

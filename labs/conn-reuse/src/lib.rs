@@ -39,10 +39,7 @@ pub struct Config {
     /// How many times each setup runs; the summary holds the medians.
     pub repeats: usize,
     /// The in-flight values of the shared-pool concurrency sweep.
-    #[serde(skip)]
     pub sweep: Vec<usize>,
-    /// The sweep as text, for the meta record (fields are scalars).
-    pub sweep_points: String,
 }
 
 impl Config {
@@ -60,11 +57,6 @@ impl Config {
             in_flight: 50,
             body_bytes: 64 * 1024,
             repeats,
-            sweep_points: sweep
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join(" "),
             sweep,
         }
     }

@@ -18,6 +18,8 @@ pub mod listener;
 mod lockfile;
 pub mod machine;
 pub mod manifest;
+#[cfg(feature = "runtime")]
+pub mod net;
 pub mod process;
 pub mod procnet;
 pub mod record;

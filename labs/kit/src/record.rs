@@ -78,11 +78,13 @@ pub struct Point {
     pub values: Fields,
 }
 
-/// Flat fields: names to scalars. Nested objects are refused, so every field
-/// can become an axis or a table column.
+/// Flat fields: names to scalars or to lists of scalars. Nested objects and
+/// lists of lists are refused, so every field can become an axis, a set of
+/// marks or a table column.
 pub type Fields = BTreeMap<String, Value>;
 
-/// A scalar field value.
+/// A field value: a scalar, or a list of scalars (the points of a sweep, the
+/// names a run compared, the times a chart marks).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum Value {
@@ -90,6 +92,7 @@ pub enum Value {
     Int(i64),
     Num(f64),
     Text(String),
+    List(Vec<Value>),
 }
 
 impl Value {
@@ -98,7 +101,15 @@ impl Value {
         match self {
             Value::Int(whole) => Some(*whole as f64),
             Value::Num(real) => Some(*real),
-            Value::Bool(_) | Value::Text(_) => None,
+            Value::Bool(_) | Value::Text(_) | Value::List(_) => None,
+        }
+    }
+
+    /// The value as a list of numbers, if it is one (an empty list is one).
+    pub fn as_numbers(&self) -> Option<Vec<f64>> {
+        match self {
+            Value::List(items) => items.iter().map(Value::as_f64).collect(),
+            _ => None,
         }
     }
 
@@ -112,6 +123,7 @@ impl Value {
             Value::Num(real) if real.abs() >= 10.0 => format!("{real:.1}"),
             Value::Num(real) => format!("{real:.2}"),
             Value::Text(text) => text.clone(),
+            Value::List(items) => items.iter().map(Value::display).collect::<Vec<_>>().join(", "),
         }
     }
 }
@@ -140,23 +152,35 @@ pub fn to_fields(value: &impl Serialize) -> Result<Fields> {
     };
     let mut fields = Fields::new();
     for (name, item) in map {
-        let scalar = match item {
-            serde_json::Value::Bool(flag) => Value::Bool(flag),
-            serde_json::Value::Number(number) => match number.as_i64() {
-                Some(whole) => Value::Int(whole),
-                None => Value::Num(
-                    number
-                        .as_f64()
-                        .with_context(|| format!("field {name:?} is not representable"))?,
-                ),
-            },
-            serde_json::Value::String(text) => Value::Text(text),
-            serde_json::Value::Null => bail!("field {name:?} is null (a NaN or a missing value)"),
-            other => bail!("field {name:?} is not a scalar: {other}"),
+        let value = match item {
+            serde_json::Value::Array(items) => Value::List(
+                items
+                    .into_iter()
+                    .map(|item| scalar(&name, item))
+                    .collect::<Result<_>>()?,
+            ),
+            item => scalar(&name, item)?,
         };
-        fields.insert(name, scalar);
+        fields.insert(name, value);
     }
     Ok(fields)
+}
+
+fn scalar(name: &str, item: serde_json::Value) -> Result<Value> {
+    Ok(match item {
+        serde_json::Value::Bool(flag) => Value::Bool(flag),
+        serde_json::Value::Number(number) => match number.as_i64() {
+            Some(whole) => Value::Int(whole),
+            None => Value::Num(
+                number
+                    .as_f64()
+                    .with_context(|| format!("field {name:?} is not representable"))?,
+            ),
+        },
+        serde_json::Value::String(text) => Value::Text(text),
+        serde_json::Value::Null => bail!("field {name:?} is null (a NaN or a missing value)"),
+        other => bail!("field {name:?} is not a scalar or a list of scalars: {other}"),
+    })
 }
 
 /// Checks one parsed record for what serde cannot: finite numbers, non-empty names.
@@ -176,8 +200,18 @@ pub fn check(record: &Record) -> Result<()> {
         ensure!(!series.is_empty(), "a record has an empty series name");
     }
     for (name, value) in fields {
-        if let Value::Num(real) = value {
-            ensure!(real.is_finite(), "field {name:?} is not a finite number");
+        let items = match value {
+            Value::List(items) => items.as_slice(),
+            scalar => std::slice::from_ref(scalar),
+        };
+        for item in items {
+            match item {
+                Value::Num(real) => {
+                    ensure!(real.is_finite(), "field {name:?} is not a finite number")
+                }
+                Value::List(_) => bail!("field {name:?} is a list of lists"),
+                _ => {}
+            }
         }
     }
     Ok(())
@@ -301,8 +335,13 @@ mod tests {
         assert!(to_fields(&nested).is_err());
         assert!(parse_line(r#"{"type":"bogus","data":{}}"#).is_err());
         assert!(
-            parse_line(r#"{"type":"sample","data":{"series":"x","values":{"a":[1]}}}"#).is_err()
+            parse_line(r#"{"type":"sample","data":{"series":"x","values":{"a":[[1]]}}}"#).is_err()
         );
+        assert!(
+            parse_line(r#"{"type":"sample","data":{"series":"x","values":{"a":[{"b":1}]}}}"#)
+                .is_err()
+        );
+        assert!(to_fields(&serde_json::json!({"a": [[1]]})).is_err());
         assert!(parse_line(r#"{"type":"sample","data":{"series":"","values":{}}}"#).is_err());
         assert!(
             parse_line(r#"{"type":"sample","data":{"series":"x","values":{},"extra":1}}"#).is_err()
@@ -320,5 +359,33 @@ mod tests {
         };
         assert_eq!(point.values["n"], Value::Int(3));
         assert_eq!(point.values["r"], Value::Num(0.5));
+    }
+
+    #[test]
+    fn lists_of_scalars_round_trip_and_read_as_numbers() {
+        #[derive(Serialize)]
+        struct Sweep {
+            points: Vec<u32>,
+            names: Vec<&'static str>,
+        }
+        let fields = to_fields(&Sweep {
+            points: vec![1, 8, 64],
+            names: vec!["shared", "fresh"],
+        })
+        .unwrap();
+        assert_eq!(fields["points"].as_numbers(), Some(vec![1.0, 8.0, 64.0]));
+        assert_eq!(fields["names"].as_numbers(), None);
+        assert_eq!(fields["names"].display(), "shared, fresh");
+        let point = Point {
+            series: "x".into(),
+            values: fields,
+        };
+        let line = serde_json::to_string(&Record::Sample(point.clone())).unwrap();
+        assert_eq!(parse_line(&line).unwrap(), Record::Sample(point));
+        let with_nan = Point {
+            series: "x".into(),
+            values: [("a".to_string(), Value::List(vec![Value::Num(f64::NAN)]))].into(),
+        };
+        assert!(check(&Record::Sample(with_nan)).is_err());
     }
 }

@@ -209,18 +209,13 @@ impl ChartSpec {
                     )
                 })?;
             match point.values.get(&mark.field) {
-                Some(lab_kit::Value::Text(text)) => {
-                    let values = text
-                        .split([' ', ','])
-                        .filter(|word| !word.is_empty())
-                        .map(|word| word.parse::<f64>())
-                        .collect::<Result<Vec<f64>, _>>()
-                        .with_context(|| {
-                            format!(
-                                "mark {:?}: field {:?} of {:?} is not a list of numbers",
-                                mark.label, mark.field, mark.series
-                            )
-                        })?;
+                Some(list @ lab_kit::Value::List(_)) => {
+                    let values = list.as_numbers().with_context(|| {
+                        format!(
+                            "mark {:?}: field {:?} of {:?} is not a list of numbers",
+                            mark.label, mark.field, mark.series
+                        )
+                    })?;
                     for (index, value) in values.iter().enumerate() {
                         marks.push((format!("{} {}", mark.label, index + 1), *value));
                     }

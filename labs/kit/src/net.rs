@@ -1,0 +1,144 @@
+//! The loopback plumbing every lab's servers share: a port the kernel picks on
+//! 127.0.0.1, a task that stops when its owner is dropped, and an accept loop
+//! whose connections die with it.
+
+use std::{future::Future, net::SocketAddr, time::Duration};
+
+use anyhow::{Context, Result};
+use tokio::{
+    net::{TcpListener, TcpStream},
+    task::{JoinHandle, JoinSet},
+};
+
+/// Binds 127.0.0.1 on a port the kernel picks.
+pub async fn bind_loopback() -> Result<TcpListener> {
+    TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0))
+        .await
+        .context("binding 127.0.0.1:0")
+}
+
+/// A loopback port that nothing listens on: bound by the kernel's choice, then
+/// closed. For the "closed port" case of a test or a probe. Another process may
+/// take it in between; on a test machine that is rare enough to be a real failure.
+pub fn closed_loopback_port() -> Result<u16> {
+    let listener =
+        std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0)).context("binding 127.0.0.1:0")?;
+    Ok(listener.local_addr().context("reading the bound address")?.port())
+}
+
+/// A spawned task that is aborted when this guard is dropped, so a server or a
+/// client loop lives exactly as long as the value that owns it.
+#[must_use = "dropping the guard aborts the task at once"]
+pub struct AbortOnDrop<T = ()>(JoinHandle<T>);
+
+impl<T: Send + 'static> AbortOnDrop<T> {
+    /// Spawns `future` on the current runtime.
+    pub fn spawn(future: impl Future<Output = T> + Send + 'static) -> AbortOnDrop<T> {
+        AbortOnDrop(tokio::spawn(future))
+    }
+
+    /// Waits for the task to end, at most `bound`; past it the task is aborted
+    /// and `None` comes back.
+    pub async fn join_within(mut self, bound: Duration) -> Option<T> {
+        match tokio::time::timeout(bound, &mut self.0).await {
+            Ok(Ok(value)) => Some(value),
+            _ => None,
+        }
+    }
+}
+
+impl<T> From<JoinHandle<T>> for AbortOnDrop<T> {
+    fn from(handle: JoinHandle<T>) -> Self {
+        AbortOnDrop(handle)
+    }
+}
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Accepts connections on `listener` until the returned guard is dropped and
+/// hands each (with `TCP_NODELAY` set) to `serve`. The connection tasks live in
+/// a set owned by the accept task, so dropping the guard closes every one.
+/// A failed accept (out of file descriptors, say) is retried after 5 ms.
+pub fn spawn_accept_loop<F, Fut>(listener: TcpListener, mut serve: F) -> AbortOnDrop
+where
+    F: FnMut(TcpStream, SocketAddr) -> Fut + Send + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    AbortOnDrop::spawn(async move {
+        let mut connections = JoinSet::new();
+        loop {
+            match listener.accept().await {
+                Ok((stream, peer)) => {
+                    let _ = stream.set_nodelay(true);
+                    while connections.try_join_next().is_some() {}
+                    connections.spawn(serve(stream, peer));
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(5)).await,
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    };
+
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::*;
+
+    #[tokio::test]
+    async fn dropping_the_accept_loop_closes_its_connections() {
+        let listener = bind_loopback().await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        assert!(addr.ip().is_loopback());
+        let served = Arc::new(AtomicUsize::new(0));
+        let counter = Arc::clone(&served);
+        let server = spawn_accept_loop(listener, move |mut stream, _peer| {
+            let counter = Arc::clone(&counter);
+            async move {
+                counter.fetch_add(1, Ordering::SeqCst);
+                let _ = stream.write_all(b"hi").await;
+                // Hold the connection open until aborted.
+                std::future::pending::<()>().await;
+            }
+        });
+        let mut client = TcpStream::connect(addr).await.unwrap();
+        let mut greeting = [0u8; 2];
+        client.read_exact(&mut greeting).await.unwrap();
+        assert_eq!(&greeting, b"hi");
+        assert_eq!(served.load(Ordering::SeqCst), 1);
+        drop(server);
+        // The connection task was aborted with the loop: the socket closes and
+        // the client reads end of stream, not a hang.
+        let mut rest = Vec::new();
+        let read = tokio::time::timeout(Duration::from_secs(5), client.read_to_end(&mut rest))
+            .await
+            .expect("the connection outlived its accept loop");
+        assert_eq!(read.unwrap(), 0);
+        // And the port no longer accepts.
+        assert!(TcpStream::connect(addr).await.is_err());
+    }
+
+    #[tokio::test]
+    async fn a_closed_port_refuses() {
+        let port = closed_loopback_port().unwrap();
+        let refused = TcpStream::connect((std::net::Ipv4Addr::LOCALHOST, port)).await;
+        assert!(refused.is_err());
+    }
+
+    #[tokio::test]
+    async fn join_within_aborts_a_task_past_its_bound() {
+        let quick = AbortOnDrop::spawn(async { 7 });
+        assert_eq!(quick.join_within(Duration::from_secs(5)).await, Some(7));
+        let stuck = AbortOnDrop::spawn(std::future::pending::<u8>());
+        assert_eq!(stuck.join_within(Duration::from_millis(20)).await, None);
+    }
+}
