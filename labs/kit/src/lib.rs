@@ -29,4 +29,4 @@ pub mod stats;
 pub mod time;
 
 pub use cli::Mode;
-pub use record::{Fields, Meta, Output, Point, Record, Value};
+pub use record::{Fields, Meta, Output, Point, Record, Series, Value};

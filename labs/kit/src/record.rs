@@ -70,6 +70,16 @@ impl Meta {
     }
 }
 
+/// What a lab compares: a server setup, a retry policy, a deploy, a way to
+/// write a handler. Every lab's compared type implements it, whatever the lab's
+/// world calls that thing, and its `series()` is the `series` of the records it
+/// produces, the name charts, tables and the chapter's `{{#value}}` use.
+pub trait Series {
+    /// The series name: lowercase words joined by `-`, maybe a `family/`
+    /// prefix (`hyper-timer`, `close/axum-serve`).
+    fn series(&self) -> String;
+}
+
 /// A sample or a summary: a named series and flat, scalar fields.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
