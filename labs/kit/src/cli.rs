@@ -54,15 +54,11 @@ where
     F: FnOnce(Mode, Output) -> Fut,
     Fut: Future<Output = Result<()>>,
 {
-    let outcome = LabInfo::from_manifest(manifest)
-        .and_then(|info| parse_and_run(&info, lab).with_context(|| format!("lab-{}", info.slug)));
-    match outcome {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("error: {error:#}");
-            ExitCode::from(2)
-        }
-    }
+    exit_code(
+        LabInfo::from_manifest(manifest).and_then(|info| {
+            parse_and_run(&info, lab).with_context(|| format!("lab-{}", info.slug))
+        }),
+    )
 }
 
 /// The `main` of a lab's subcommand (a check of the reader's own server, for
@@ -71,11 +67,18 @@ where
 /// its own time.
 #[cfg(feature = "runtime")]
 pub fn run_subcommand(work: impl Future<Output = Result<()>>) -> ExitCode {
-    let outcome = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("starting the tokio runtime")
-        .and_then(|runtime| runtime.block_on(work));
+    exit_code(
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("starting the tokio runtime")
+            .and_then(|runtime| runtime.block_on(work)),
+    )
+}
+
+/// Exit 0, or the error chain on one line of stderr and exit 2.
+#[cfg(feature = "runtime")]
+fn exit_code(outcome: Result<()>) -> ExitCode {
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
@@ -91,26 +94,16 @@ where
     F: FnOnce(Mode, Output) -> Fut,
     Fut: Future<Output = Result<()>>,
 {
-    let mut mode = Mode::Quick;
-    for argument in std::env::args().skip(1) {
-        match argument.as_str() {
-            "-h" | "--help" => {
-                println!(
-                    "lab-{}: {}\n\nUsage: lab-{} [--quick | --full]\n\n\
-                     Prints JSON Lines records to stdout and progress to stderr.\n\
-                     --quick  seconds; the default (budget {:?})\n\
-                     --full   closer to production scales (budget {:?})",
-                    info.slug, info.about, info.slug, info.quick_budget, info.full_budget
-                );
-                return Ok(());
-            }
-            other => {
-                mode = other
-                    .parse()
-                    .with_context(|| format!("bad argument {other:?}"))?
-            }
-        }
-    }
+    let Some(mode) = parse_mode(&std::env::args().skip(1).collect::<Vec<_>>())? else {
+        println!(
+            "lab-{}: {}\n\nUsage: lab-{} [--quick | --full]\n\n\
+             Prints JSON Lines records to stdout and progress to stderr.\n\
+             --quick  seconds; the default (budget {:?})\n\
+             --full   closer to production scales (budget {:?})",
+            info.slug, info.about, info.slug, info.quick_budget, info.full_budget
+        );
+        return Ok(());
+    };
     let budget = info.budget(mode);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -127,9 +120,44 @@ where
     outcome
 }
 
+/// The mode a lab's command line asks for (quick unless `--full`), or `None`
+/// for `--help`.
+pub fn parse_mode(args: &[String]) -> Result<Option<Mode>> {
+    let mut mode = Mode::Quick;
+    let mut flags = crate::flags::Flags::switches_only(args);
+    while let Some(flag) = flags.next_flag()? {
+        match flag.name {
+            "--quick" => mode = Mode::Quick,
+            "--full" => mode = Mode::Full,
+            "-h" | "--help" => return Ok(None),
+            _ => return Err(flag.unknown()),
+        }
+    }
+    Ok(Some(mode))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_lab_command_line_names_a_mode_or_asks_for_help() {
+        let args = |words: &[&str]| {
+            words
+                .iter()
+                .map(|word| word.to_string())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(parse_mode(&args(&[])).unwrap(), Some(Mode::Quick));
+        assert_eq!(parse_mode(&args(&["--full"])).unwrap(), Some(Mode::Full));
+        assert_eq!(
+            parse_mode(&args(&["--full", "--quick"])).unwrap(),
+            Some(Mode::Quick)
+        );
+        assert_eq!(parse_mode(&args(&["--help"])).unwrap(), None);
+        let error = parse_mode(&args(&["--slow"])).unwrap_err().to_string();
+        assert_eq!(error, "unknown flag \"--slow\"");
+    }
 
     #[test]
     fn modes_parse_and_print() {

@@ -1,5 +1,7 @@
-//! `--flag value` pairs for the hidden subcommands of a lab binary (a prober,
-//! a server child) and its small tools: one parser, one-line errors.
+//! The one command-line parser of the labs: `--flag value` pairs for the
+//! hidden subcommands of a lab binary (a prober, a server child) and its small
+//! tools, and the few switches a lab's `main` takes (`--quick`, `--full`,
+//! `--help`); one-line errors.
 //!
 //! A lab that runs a child process usually re-executes its own binary with a
 //! hidden subcommand and passes the child's settings as flags. Those command
@@ -34,6 +36,8 @@ use anyhow::{Context, Result, anyhow};
 pub struct Flags<'a> {
     rest: slice::Iter<'a, String>,
     what: &'a str,
+    switches: &'a [&'a str],
+    only_switches: bool,
 }
 
 /// One `--name value` pair.
@@ -50,7 +54,26 @@ impl<'a> Flags<'a> {
         Flags {
             rest: args.iter(),
             what: "",
+            switches: &[],
+            only_switches: false,
         }
+    }
+
+    /// A command line of switches only (a lab's `--quick`, `--full`,
+    /// `--help`): every flag comes back with an empty `value`, so one the
+    /// caller does not know is an unknown flag, not a flag missing a value.
+    pub fn switches_only(args: &'a [String]) -> Flags<'a> {
+        Flags {
+            only_switches: true,
+            ..Flags::new(args)
+        }
+    }
+
+    /// Flags that take no value (`--full`, `--help`): they come back from
+    /// [`Flags::next_flag`] with an empty `value`.
+    pub fn with_switches(mut self, switches: &'a [&'a str]) -> Flags<'a> {
+        self.switches = switches;
+        self
     }
 
     /// Names whose flags these are in the "unknown flag" error:
@@ -60,12 +83,24 @@ impl<'a> Flags<'a> {
         self
     }
 
-    /// The next pair, `None` at the end, or an error when a flag has no
-    /// value: `--db needs a value`.
+    /// The next pair (or switch), `None` at the end, or an error when a flag
+    /// has no value (`--db needs a value`) or a word is not a flag.
     pub fn next_flag(&mut self) -> Result<Option<Flag<'a>>> {
         let Some(name) = self.rest.next() else {
             return Ok(None);
         };
+        if !name.starts_with('-') {
+            return Err(anyhow!(
+                "unexpected argument {name:?} (flags start with --)"
+            ));
+        }
+        if self.only_switches || self.switches.contains(&name.as_str()) {
+            return Ok(Some(Flag {
+                name,
+                value: "",
+                what: self.what,
+            }));
+        }
         let value = self
             .rest
             .next()
@@ -170,6 +205,21 @@ mod tests {
         assert_eq!(
             error_of(&["--count", "1", "--wait-ms"]),
             "--wait-ms needs a value"
+        );
+    }
+
+    #[test]
+    fn switches_take_no_value_and_words_are_not_flags() {
+        let args = strings(&["--full", "--count", "2", "-h"]);
+        let mut flags = Flags::new(&args).with_switches(&["--full", "-h"]);
+        let mut seen = Vec::new();
+        while let Some(flag) = flags.next_flag().expect("valid") {
+            seen.push((flag.name, flag.value));
+        }
+        assert_eq!(seen, [("--full", ""), ("--count", "2"), ("-h", "")]);
+        assert_eq!(
+            error_of(&["full"]),
+            "unexpected argument \"full\" (flags start with --)"
         );
     }
 

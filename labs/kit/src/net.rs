@@ -21,9 +21,12 @@ pub async fn bind_loopback() -> Result<TcpListener> {
 /// closed. For the "closed port" case of a test or a probe. Another process may
 /// take it in between; on a test machine that is rare enough to be a real failure.
 pub fn closed_loopback_port() -> Result<u16> {
-    let listener =
-        std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0)).context("binding 127.0.0.1:0")?;
-    Ok(listener.local_addr().context("reading the bound address")?.port())
+    let listener = std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0))
+        .context("binding 127.0.0.1:0")?;
+    Ok(listener
+        .local_addr()
+        .context("reading the bound address")?
+        .port())
 }
 
 /// A spawned task that is aborted when this guard is dropped, so a server or a

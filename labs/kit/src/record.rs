@@ -133,7 +133,11 @@ impl Value {
             Value::Num(real) if real.abs() >= 10.0 => format!("{real:.1}"),
             Value::Num(real) => format!("{real:.2}"),
             Value::Text(text) => text.clone(),
-            Value::List(items) => items.iter().map(Value::display).collect::<Vec<_>>().join(", "),
+            Value::List(items) => items
+                .iter()
+                .map(Value::display)
+                .collect::<Vec<_>>()
+                .join(", "),
         }
     }
 }

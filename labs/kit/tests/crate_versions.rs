@@ -82,15 +82,11 @@ fn versions_members_depend_on() -> BTreeMap<String, BTreeSet<String>> {
 fn meta_names_the_versions_the_workspace_depends_on() {
     let recorded = Machine::collect().crates;
     let resolved = versions_members_depend_on();
-    for name in [
-        "axum",
-        "hyper",
-        "hyper-util",
-        "reqwest",
-        "tokio",
-        "tower",
-        "tower-http",
-    ] {
+    // The build script decides which crates it tracks (the HTTP stack the labs
+    // measure); the machine test in the kit checks that list. Here every
+    // version it recorded must be the one the workspace resolves.
+    assert!(recorded.contains_key("hyper"), "{recorded:?}");
+    for name in recorded.keys().map(String::as_str) {
         let expected: Vec<&str> = resolved
             .get(name)
             .unwrap_or_else(|| panic!("no workspace package depends on {name}"))
@@ -104,5 +100,4 @@ fn meta_names_the_versions_the_workspace_depends_on() {
             recorded.get(name)
         );
     }
-    assert_eq!(recorded.len(), 7, "{recorded:?}");
 }
