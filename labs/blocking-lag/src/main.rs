@@ -15,7 +15,7 @@ fn main() -> ExitCode {
     }
     lab_kit::cli::run_lab(include_str!("../Cargo.toml"), |mode, mut out| async move {
         let exe = std::env::current_exe().context("finding the lab binary to run the prober")?;
-        let config = lab_blocking_lag::Config::for_mode(mode, exe);
+        let config = lab_blocking_lag::BlockingConfig::for_mode(mode, exe);
         lab_blocking_lag::run(mode, &config, &mut out).await
     })
 }

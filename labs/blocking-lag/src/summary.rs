@@ -1,0 +1,211 @@
+//! What a setup's run observed: the /health answers and lag-probe wake-ups
+//! on one timeline, and the summary the chapter's tables and marks read.
+
+use std::time::Duration;
+
+use anyhow::{Result, ensure};
+use lab_kit::stats::{Latencies, percentile};
+use serde::Serialize;
+
+use crate::{
+    BlockingConfig,
+    measure::Measured,
+    prober::ProbeLine,
+    server::{ServerRecord, Span},
+    setup::HandlerSetup,
+};
+
+/// One /health answer, placed on the setup's timeline.
+#[derive(Debug, Clone, Serialize)]
+pub struct HealthSample {
+    /// When the probe was sent, ms since the setup's prober started.
+    pub t_ms: f64,
+    /// How long the answer took.
+    pub ms: f64,
+    pub ok: bool,
+}
+
+/// One lag-probe wake-up, on the same timeline.
+#[derive(Debug, Clone, Serialize)]
+pub struct LagPoint {
+    /// When the tick was due, ms since the setup's prober started.
+    pub t_ms: f64,
+    /// How late the task woke.
+    pub ms: f64,
+}
+
+/// What one setup's run observed.
+#[derive(Debug, Clone, Serialize)]
+pub struct SetupSummary {
+    pub runtime: String,
+    pub strategy: String,
+    pub reports: usize,
+    pub rows: usize,
+    /// Rounds of `reports` run one after another, and in how many of them
+    /// the slowest /health sent during the round waited at least half the
+    /// round: the whole server stalled, not just one connection.
+    pub rounds: usize,
+    pub stalled_rounds: usize,
+    /// When the first report's computation started and the last one ended,
+    /// ms since the prober started (the chart marks these).
+    pub report_start_ms: f64,
+    pub report_end_ms: f64,
+    /// When each report's computation started and ended, ms since the prober
+    /// started, in time order (the two-workers chart marks
+    /// every round with these).
+    pub report_starts_ms: Vec<f64>,
+    pub report_ends_ms: Vec<f64>,
+    /// Mean time one report's computation took, as the server timed it.
+    pub report_ms: f64,
+    /// How long the client waited for its (first) answer: for the background
+    /// job that is the 202, not the report.
+    pub report_response_ms: f64,
+    /// /health answers received, failed, and their latency.
+    pub health_count: usize,
+    pub health_failed: usize,
+    pub health_p50_ms: f64,
+    pub health_p99_ms: f64,
+    pub health_max_ms: f64,
+    pub login_max_ms: f64,
+    /// The lag probe inside the server.
+    pub lag_count: usize,
+    pub lag_p50_ms: f64,
+    pub lag_p99_ms: f64,
+    pub lag_max_ms: f64,
+    /// tokio-metrics, per route: polls of the /report handler future, how
+    /// many were slow (longer than slow_poll_ms), and their total time.
+    pub report_polls: u64,
+    pub report_slow_polls: u64,
+    pub report_slow_poll_ms: f64,
+    pub health_slow_polls: u64,
+}
+
+pub(crate) fn summarise(
+    setup: &HandlerSetup,
+    config: &BlockingConfig,
+    origin_ms: f64,
+    probes: &[ProbeLine],
+    record: &ServerRecord,
+    response_ms: &[f64],
+    round_windows: &[(f64, f64)],
+) -> Result<Measured> {
+    let expected = setup.reports * round_windows.len();
+    ensure!(
+        record.spans.len() == expected,
+        "the server ran {} of {expected} reports",
+        record.spans.len()
+    );
+    let stalled_rounds = round_windows
+        .iter()
+        .filter(|(start, end)| {
+            let slowest = probes
+                .iter()
+                .filter(|probe| probe.path == "/health")
+                .filter(|probe| probe.sent_ms >= *start && probe.sent_ms <= *end)
+                .map(|probe| probe.ms)
+                .fold(0.0, f64::max);
+            slowest >= 0.5 * (end - start)
+        })
+        .count();
+    let report_start = record
+        .spans
+        .iter()
+        .map(|span| span.start_ms)
+        .fold(f64::INFINITY, f64::min);
+    let report_end = record
+        .spans
+        .iter()
+        .map(|span| span.end_ms)
+        .fold(f64::NEG_INFINITY, f64::max);
+    let times = |pick: fn(&Span) -> f64| {
+        let mut times: Vec<f64> = record
+            .spans
+            .iter()
+            .map(|span| pick(span) - origin_ms)
+            .collect();
+        times.sort_by(f64::total_cmp);
+        times
+    };
+    let report_starts_ms = times(|span| span.start_ms);
+    let report_ends_ms = times(|span| span.end_ms);
+    let report_ms = record
+        .spans
+        .iter()
+        .map(|span| span.end_ms - span.start_ms)
+        .sum::<f64>()
+        / record.spans.len() as f64;
+
+    let mut health = Vec::new();
+    let mut health_latency = Latencies::default();
+    let mut login_max_ms: f64 = 0.0;
+    let mut health_failed = 0;
+    for probe in probes {
+        let ok = probe.status == 200;
+        let latency = Duration::from_secs_f64(probe.ms.max(0.0) / 1000.0);
+        if probe.path == "/health" {
+            health_latency.record(latency);
+            health_failed += usize::from(!ok);
+            health.push(HealthSample {
+                t_ms: probe.sent_ms - origin_ms,
+                ms: probe.ms,
+                ok,
+            });
+        } else {
+            login_max_ms = login_max_ms.max(probe.ms);
+        }
+    }
+    health.sort_by(|a, b| a.t_ms.total_cmp(&b.t_ms));
+    ensure!(
+        health_latency.len() >= 10,
+        "only {} /health answers",
+        health_latency.len()
+    );
+    let health_stats = health_latency.summary();
+
+    let lag: Vec<LagPoint> = record
+        .lag
+        .iter()
+        .filter(|sample| sample.due_ms >= origin_ms)
+        .map(|sample| LagPoint {
+            t_ms: sample.due_ms - origin_ms,
+            ms: sample.late_ms,
+        })
+        .collect();
+    let mut lag_sorted: Vec<f64> = lag.iter().map(|point| point.ms).collect();
+    lag_sorted.sort_by(f64::total_cmp);
+    ensure!(!lag_sorted.is_empty(), "the lag probe never woke");
+
+    let summary = SetupSummary {
+        runtime: setup.runtime_label(),
+        strategy: setup.offload_label().into(),
+        reports: setup.reports,
+        rows: config.rows,
+        rounds: round_windows.len(),
+        stalled_rounds,
+        report_start_ms: report_start - origin_ms,
+        report_end_ms: report_end - origin_ms,
+        report_starts_ms,
+        report_ends_ms,
+        report_ms,
+        report_response_ms: response_ms.iter().copied().fold(f64::INFINITY, f64::min),
+        health_count: health_stats.count,
+        health_failed,
+        health_p50_ms: health_stats.p50_ms,
+        health_p99_ms: health_stats.p99_ms,
+        health_max_ms: health_stats.max_ms,
+        login_max_ms,
+        lag_count: lag_sorted.len(),
+        lag_p50_ms: percentile(&lag_sorted, 50.0),
+        lag_p99_ms: percentile(&lag_sorted, 99.0),
+        lag_max_ms: lag_sorted[lag_sorted.len() - 1],
+        report_polls: record.report_route.polls,
+        report_slow_polls: record.report_route.slow_polls,
+        report_slow_poll_ms: record.report_route.slow_poll_ms,
+        health_slow_polls: record.health_route.slow_polls,
+    };
+    Ok(Measured {
+        health,
+        lag,
+        summary,
+    })
+}
