@@ -9,11 +9,11 @@ use std::{sync::Arc, time::Duration};
 use anyhow::{Context, Result};
 use axum::{Router, extract::State, http::StatusCode, routing::get};
 use backoff_sim::{SplitMix64, Strategy};
-use lab_kit::{Output, server::RunningServer, server::spawn_axum};
+use lab_kit::{Output, Series, server::RunningServer, server::spawn_axum};
 use serde::Serialize;
 
 use crate::{
-    Config,
+    BackoffConfig,
     flaky::{self, FlakyConfig, Recorder},
     live::client,
     policy::{AttemptOutcome, RetryPolicy, send_with_retries},
@@ -28,12 +28,13 @@ pub enum RetryAt {
     EdgeOnly,
 }
 
-impl RetryAt {
-    pub fn series(self) -> &'static str {
+impl Series for RetryAt {
+    fn series(&self) -> String {
         match self {
             RetryAt::EveryLayer => "chain-every-layer",
             RetryAt::EdgeOnly => "chain-edge-only",
         }
+        .into()
     }
 }
 
@@ -161,7 +162,7 @@ pub async fn measure(services: u32, attempts: u32, retry_at: RetryAt) -> Result<
 
 /// Chains of 0 to `chain_depth - 1` services, retries at every layer and at the edge only.
 /// Ends with one summary of the deepest chain.
-pub async fn amplification(config: &Config, out: &mut Output) -> Result<()> {
+pub async fn amplification(config: &BackoffConfig, out: &mut Output) -> Result<()> {
     let mut deepest = Vec::new();
     for retry_at in [RetryAt::EveryLayer, RetryAt::EdgeOnly] {
         let mut last = None;
@@ -173,7 +174,7 @@ pub async fn amplification(config: &Config, out: &mut Output) -> Result<()> {
             let point = measure(services, config.chain_attempts, retry_at)
                 .await
                 .with_context(|| format!("a chain of {services} services"))?;
-            out.sample(retry_at.series(), &point)?;
+            out.sample(&retry_at.series(), &point)?;
             last = Some(point);
         }
         deepest.push(last.context("a chain depth of at least one")?);

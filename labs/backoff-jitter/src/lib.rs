@@ -24,11 +24,9 @@ pub const SLUG: &str = "backoff-jitter";
 
 /// What one run measures.
 #[derive(Debug, Clone, Serialize)]
-pub struct Config {
+pub struct BackoffConfig {
     /// Client counts of the simulation sweep.
-    #[serde(skip)]
     pub sweep_clients: Vec<u32>,
-    pub sweep_points: String,
     /// Seeded runs averaged per sweep point.
     pub sweep_runs: u32,
     /// The load-over-time run: clients, and the width of a time bucket.
@@ -58,19 +56,14 @@ pub struct Config {
     pub seed: u64,
 }
 
-impl Config {
-    pub fn for_mode(mode: Mode) -> Config {
+impl BackoffConfig {
+    pub fn for_mode(mode: Mode) -> BackoffConfig {
         let (sweep_clients, sweep_runs, live_clients, chain_depth): (Vec<u32>, u32, usize, u32) =
             match mode {
                 Mode::Quick => (vec![10, 25, 50, 75, 100, 150, 200], 10, 100, 4),
                 Mode::Full => ((1..=20).map(|step| step * 10).collect(), 50, 300, 5),
             };
-        Config {
-            sweep_points: sweep_clients
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join(" "),
+        BackoffConfig {
             sweep_clients,
             sweep_runs,
             load_clients: 100,
@@ -96,7 +89,7 @@ impl Config {
 
 /// One point of the simulation sweep (the mean of `runs` seeded runs).
 #[derive(Debug, Clone, Serialize)]
-pub struct SweepPoint {
+pub struct ContentionPoint {
     pub clients: u32,
     pub calls: f64,
     pub failures: f64,
@@ -125,7 +118,7 @@ pub struct SimSummary {
 
 /// The simulation half of the lab: the sweep, the table at `load_clients`,
 /// and one run's calls over time per strategy.
-pub fn simulation(config: &Config, out: &mut Output) -> Result<()> {
+pub fn simulation(config: &BackoffConfig, out: &mut Output) -> Result<()> {
     for strategy in Strategy::ALL {
         eprintln!(
             "backoff-jitter: simulating {} over {} client counts",
@@ -139,7 +132,7 @@ pub fn simulation(config: &Config, out: &mut Output) -> Result<()> {
             );
             out.sample(
                 &format!("sim-{}", strategy.name()),
-                &SweepPoint {
+                &ContentionPoint {
                     clients,
                     calls: mean.calls,
                     failures: mean.failures,
@@ -196,7 +189,7 @@ pub fn simulation(config: &Config, out: &mut Output) -> Result<()> {
 }
 
 /// The whole lab, as records on `out`.
-pub async fn run(mode: Mode, config: &Config, out: &mut Output) -> Result<()> {
+pub async fn run(mode: Mode, config: &BackoffConfig, out: &mut Output) -> Result<()> {
     out.meta(Meta::describe(SLUG, mode, 1.0, config)?)?;
     simulation(config, out).context("the simulation sweep")?;
     live::storm(config, out)

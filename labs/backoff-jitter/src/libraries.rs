@@ -10,11 +10,11 @@ use anyhow::{Context, Result};
 use axum::http::StatusCode;
 use backoff_sim::{SplitMix64, Strategy};
 use backon::{ExponentialBuilder, Retryable};
-use lab_kit::{Output, server::spawn_axum};
+use lab_kit::{Output, Series, server::spawn_axum};
 use serde::Serialize;
 
 use crate::{
-    Config,
+    BackoffConfig,
     flaky::{self, FlakyConfig, Recorder, RetryAfterForm},
     live::client,
     policy::{RetryPolicy, retry_after_of, send_with_retries},
@@ -40,14 +40,17 @@ impl Library {
         Library::BackonAdjusted,
         Library::ReqwestRetry,
     ];
+}
 
-    pub fn series(self) -> &'static str {
+impl Series for Library {
+    fn series(&self) -> String {
         match self {
             Library::Ours => "lib-ours",
             Library::Backon => "lib-backon",
             Library::BackonAdjusted => "lib-backon-adjust",
             Library::ReqwestRetry => "lib-reqwest-retry",
         }
+        .into()
     }
 }
 
@@ -164,7 +167,7 @@ async fn call(
 /// One library on the flaky dependency.
 #[derive(Debug, Clone, Serialize)]
 pub struct LibrarySummary {
-    pub library: &'static str,
+    pub library: String,
     pub callers: usize,
     /// GETs through a 1 s outage of 503s that carry `Retry-After: 1`.
     pub get_calls: u64,
@@ -217,7 +220,7 @@ async fn measure(library: Library, callers: usize) -> Result<LibrarySummary> {
     let post_calls = down.arrivals().len() as u64;
 
     Ok(LibrarySummary {
-        library: library.series().trim_start_matches("lib-"),
+        library: library.series().trim_start_matches("lib-").to_string(),
         callers,
         get_calls: arrivals.len() as u64,
         get_calls_per_caller: arrivals.len() as f64 / callers as f64,
@@ -229,7 +232,7 @@ async fn measure(library: Library, callers: usize) -> Result<LibrarySummary> {
 }
 
 /// Every library, measured side by side (concurrently: each has its own server).
-pub async fn compare(config: &Config, out: &mut Output) -> Result<()> {
+pub async fn compare(config: &BackoffConfig, out: &mut Output) -> Result<()> {
     eprintln!(
         "backoff-jitter: retry libraries, {} callers each",
         config.library_clients
@@ -246,7 +249,7 @@ pub async fn compare(config: &Config, out: &mut Output) -> Result<()> {
     }
     results.sort_by_key(|(index, _, _)| *index);
     for (_, library, summary) in results {
-        out.summary_of(library.series(), &summary)?;
+        out.summary_of(&library.series(), &summary)?;
     }
     Ok(())
 }

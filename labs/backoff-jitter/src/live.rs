@@ -11,7 +11,7 @@ use lab_kit::{Output, server::spawn_axum, stats::Latencies};
 use serde::Serialize;
 
 use crate::{
-    Config,
+    BackoffConfig,
     flaky::{self, Arrival, FlakyConfig, Recorder, RetryAfterForm},
     policy::{CallReport, Ending, RetryBudget, RetryPolicy, send_with_retries},
 };
@@ -72,7 +72,7 @@ pub const SCENARIOS: [Scenario; 5] = [
 ];
 
 /// The retry policy of a scenario, from the lab's config.
-pub fn policy_for(config: &Config, scenario: &Scenario) -> RetryPolicy {
+pub fn policy_for(config: &BackoffConfig, scenario: &Scenario) -> RetryPolicy {
     RetryPolicy {
         max_attempts: config.max_attempts,
         per_attempt_timeout: Duration::from_millis(config.per_attempt_timeout_ms),
@@ -201,7 +201,7 @@ pub fn bucket_arrivals(arrivals: &[Arrival], bucket_ms: u64) -> Vec<u64> {
 }
 
 /// Every scenario of the chart: samples of arrivals over time, a summary each.
-pub async fn storm(config: &Config, out: &mut Output) -> Result<()> {
+pub async fn storm(config: &BackoffConfig, out: &mut Output) -> Result<()> {
     for scenario in SCENARIOS {
         eprintln!(
             "backoff-jitter: live, {} callers, {}",

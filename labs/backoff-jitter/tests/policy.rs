@@ -9,12 +9,34 @@ use axum::http::StatusCode;
 use backoff_sim::{SplitMix64, Strategy};
 use lab_backoff_jitter::{
     flaky::{self, FlakyConfig, Recorder, RetryAfterForm},
-    live::{client, run_scenario},
+    live::{ScenarioRun, client, run_scenario},
     policy::{
         AttemptOutcome, Ending, IDEMPOTENCY_KEY, RetryBudget, RetryPolicy, send_with_retries,
     },
 };
 use lab_kit::server::spawn_axum;
+
+/// GETs of `path` by `callers` callers with `retrying`, against a dependency
+/// that fails as `flaky_config` says; `seed` seeds the callers' jitter.
+async fn get_from(
+    flaky_config: FlakyConfig,
+    retrying: &RetryPolicy,
+    callers: usize,
+    path: &str,
+    seed: u64,
+) -> ScenarioRun {
+    run_scenario(
+        flaky_config,
+        retrying,
+        callers,
+        reqwest::Method::GET,
+        path,
+        false,
+        seed,
+    )
+    .await
+    .expect("scenario runs")
+}
 
 fn policy(max_attempts: u32) -> RetryPolicy {
     RetryPolicy {
@@ -121,17 +143,7 @@ async fn retry_after_is_honoured_in_both_forms() {
         let mut retrying = policy(6);
         retrying.base = Duration::from_millis(20);
         retrying.cap = Duration::from_millis(200);
-        let run = run_scenario(
-            flaky_config,
-            &retrying,
-            20,
-            reqwest::Method::GET,
-            "/item",
-            false,
-            3,
-        )
-        .await
-        .expect("scenario runs");
+        let run = get_from(flaky_config, &retrying, 20, "/item", 3).await;
         let early = run.arrivals.iter().filter(|arrival| arrival.early).count();
         assert_eq!(
             early, 0,
@@ -151,17 +163,7 @@ async fn retry_after_is_honoured_in_both_forms() {
         // The same callers ignoring the header do come back early: the check
         // above can see a violation when there is one.
         retrying.honour_retry_after = false;
-        let run = run_scenario(
-            flaky_config,
-            &retrying,
-            20,
-            reqwest::Method::GET,
-            "/item",
-            false,
-            3,
-        )
-        .await
-        .expect("scenario runs");
+        let run = get_from(flaky_config, &retrying, 20, "/item", 3).await;
         assert!(run.arrivals.iter().any(|arrival| arrival.early), "{form:?}");
     }
 }
@@ -179,17 +181,7 @@ async fn the_total_deadline_is_never_exceeded() {
     bounded.cap = Duration::from_millis(400);
 
     // A dependency that hangs: attempts time out and are retried, until the deadline.
-    let run = run_scenario(
-        FlakyConfig::default(),
-        &bounded,
-        20,
-        reqwest::Method::GET,
-        "/slow",
-        false,
-        4,
-    )
-    .await
-    .expect("scenario runs");
+    let run = get_from(FlakyConfig::default(), &bounded, 20, "/slow", 4).await;
     for report in &run.reports {
         assert!(report.elapsed <= deadline + slack, "{report:?}");
         assert!(report.attempts >= 2, "timeouts are retried: {report:?}");
@@ -200,34 +192,14 @@ async fn the_total_deadline_is_never_exceeded() {
         retry_after: RetryAfterForm::Seconds,
         ..FlakyConfig::default()
     };
-    let run = run_scenario(
-        asks_too_much,
-        &bounded,
-        20,
-        reqwest::Method::GET,
-        "/item",
-        false,
-        5,
-    )
-    .await
-    .expect("scenario runs");
+    let run = get_from(asks_too_much, &bounded, 20, "/item", 5).await;
     for report in &run.reports {
         assert_eq!(report.ending, Ending::DeadlineReached, "{report:?}");
         assert_eq!(report.attempts, 1);
         assert!(report.elapsed < deadline, "{report:?}");
     }
     // Plain 503s with growing backoff: still within the deadline.
-    let run = run_scenario(
-        always_down(),
-        &bounded,
-        20,
-        reqwest::Method::GET,
-        "/item",
-        false,
-        6,
-    )
-    .await
-    .expect("scenario runs");
+    let run = get_from(always_down(), &bounded, 20, "/item", 6).await;
     assert!(
         run.reports
             .iter()
@@ -246,17 +218,7 @@ async fn the_budget_caps_retries_at_its_ratio() {
     let (ratio, initial) = (0.1, 5u32);
     let mut budgeted = policy(6);
     budgeted.budget = Some(Arc::new(RetryBudget::new(ratio, initial)));
-    let run = run_scenario(
-        always_down(),
-        &budgeted,
-        callers,
-        reqwest::Method::GET,
-        "/item",
-        false,
-        7,
-    )
-    .await
-    .expect("scenario runs");
+    let run = get_from(always_down(), &budgeted, callers, "/item", 7).await;
     let retries = run.arrivals.len() - callers;
     let allowed = (ratio * callers as f64).floor() as usize + initial as usize;
     assert!(
@@ -272,17 +234,7 @@ async fn the_budget_caps_retries_at_its_ratio() {
     assert!(refused > 0);
 
     // Without the budget the same storm retries five times per caller.
-    let run = run_scenario(
-        always_down(),
-        &policy(6),
-        callers,
-        reqwest::Method::GET,
-        "/item",
-        false,
-        7,
-    )
-    .await
-    .expect("scenario runs");
+    let run = get_from(always_down(), &policy(6), callers, "/item", 7).await;
     assert_eq!(run.arrivals.len() - callers, callers * 5);
 }
 
@@ -290,10 +242,7 @@ async fn the_budget_caps_retries_at_its_ratio() {
 async fn a_refused_connection_is_retried() {
     // A port that was just free: bind it, note it, close it. Nothing listens
     // there now, so every connect is refused at once.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .expect("a free port")
-        .port();
+    let port = lab_kit::net::closed_loopback_port().expect("a closed loopback port");
     let http = client().expect("client");
     let request = http
         .get(format!("http://127.0.0.1:{port}/item"))

@@ -2,8 +2,8 @@
 //! deterministic and keeps the published ordering, the live scenarios and the
 //! chain show their mechanisms, and the library table is filled from the run.
 
-use lab_backoff_jitter::{Config, SLUG, run, simulation};
-use lab_kit::{Mode, Output, Record, record::Point};
+use lab_backoff_jitter::{BackoffConfig, SLUG, run, simulation};
+use lab_kit::{Mode, Output, record::Point};
 
 fn number(point: &Point, field: &str) -> f64 {
     point
@@ -13,7 +13,7 @@ fn number(point: &Point, field: &str) -> f64 {
 
 #[test]
 fn the_simulation_half_is_deterministic() {
-    let config = Config::for_mode(Mode::Quick);
+    let config = BackoffConfig::for_mode(Mode::Quick);
     let mut first = Output::collect();
     let mut second = Output::collect();
     simulation(&config, &mut first).expect("simulates");
@@ -23,15 +23,12 @@ fn the_simulation_half_is_deterministic() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn quick_run_shows_every_mechanism() {
-    let config = Config::for_mode(Mode::Quick);
+    let config = BackoffConfig::for_mode(Mode::Quick);
     let mut out = Output::collect();
     run(Mode::Quick, &config, &mut out)
         .await
         .expect("the quick run completes");
-    let Record::Meta(meta) = &out.records()[0] else {
-        panic!("the first record is meta")
-    };
-    assert_eq!(meta.lab, SLUG);
+    assert_eq!(out.meta_record().expect("meta comes first").lab, SLUG);
     let summary = |series: &str| {
         out.summary(series)
             .unwrap_or_else(|| panic!("no summary for {series}"))

@@ -11,14 +11,14 @@ use crate::{
     prober::{ProberArgs, ProberProcess},
     server::{LagServer, Offload, ServerSettings},
     setup::HandlerSetup,
-    summary::{HealthSample, LagPoint, SetupSummary, summarise},
+    summary::{HandlerSummary, HealthSample, LagPoint, summarise},
 };
 
 /// Everything one setup produced.
 pub struct Measured {
     pub health: Vec<HealthSample>,
     pub lag: Vec<LagPoint>,
-    pub summary: SetupSummary,
+    pub summary: HandlerSummary,
 }
 
 /// One setup: fresh server, fresh prober, quiet, report(s), quiet, numbers.

@@ -36,7 +36,7 @@ pub struct LagPoint {
 
 /// What one setup's run observed.
 #[derive(Debug, Clone, Serialize)]
-pub struct SetupSummary {
+pub struct HandlerSummary {
     pub runtime: String,
     pub strategy: String,
     pub reports: usize,
@@ -175,7 +175,7 @@ pub(crate) fn summarise(
     lag_sorted.sort_by(f64::total_cmp);
     ensure!(!lag_sorted.is_empty(), "the lag probe never woke");
 
-    let summary = SetupSummary {
+    let summary = HandlerSummary {
         runtime: setup.runtime_label(),
         strategy: setup.offload_label().into(),
         reports: setup.reports,

@@ -113,10 +113,7 @@ fn prober_refuses_a_target_off_loopback_and_exits_two() {
 fn prober_stops_on_its_own_when_stdin_closes() {
     // Nothing listens on this port (bound, then dropped): every probe fails
     // fast, and the prober must still exit once stdin is closed.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .expect("a free port")
-        .port();
+    let port = lab_kit::net::closed_loopback_port().expect("a closed loopback port");
     let started = std::time::Instant::now();
     let output = std::process::Command::new(lab_binary())
         .args([

@@ -15,12 +15,15 @@ use bytes::Bytes;
 use http_body_util::Full;
 use hyper::{Response, server::conn::http2, service::service_fn};
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use lab_kit::Output;
+use lab_kit::{
+    Output, Series,
+    net::{AbortOnDrop, bind_loopback, spawn_accept_loop},
+};
 use serde::Serialize;
-use tokio::{net::TcpListener, sync::watch, task::JoinSet, time::Instant};
+use tokio::{sync::watch, task::JoinSet, time::Instant};
 
 use crate::{
-    Config,
+    ClientTimeoutsConfig,
     defaults::{fd_toward, segments_and_last_ack},
     millis,
 };
@@ -52,11 +55,17 @@ impl Watcher {
     }
 }
 
+impl Series for Watcher {
+    fn series(&self) -> String {
+        format!("dead-peer/{}", self.name())
+    }
+}
+
 // ANCHOR: watchers
 /// The clients. Kernel keepalive runs on the kernel's clock (whole seconds,
 /// 1 s at least), so it is set to its shortest; the HTTP/2 and pool timers
 /// are compressed like the rest of the lab.
-pub fn client_for(watcher: Watcher, config: &Config) -> Result<reqwest::Client> {
+pub fn client_for(watcher: Watcher, config: &ClientTimeoutsConfig) -> Result<reqwest::Client> {
     let builder = reqwest::Client::builder()
         .no_proxy()
         .http2_prior_knowledge();
@@ -102,41 +111,36 @@ pub struct Watched {
 }
 
 /// An HTTP/2 server whose connections accepted before `freeze` flips stop
-/// being served; later connections are served normally.
-async fn freezing_server(freeze: watch::Receiver<bool>) -> Result<(SocketAddr, JoinSet<()>)> {
-    let listener = TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0))
-        .await
-        .context("binding 127.0.0.1:0")?;
+/// being served; later connections are served normally. Dropping the guard
+/// stops it and closes every connection.
+async fn freezing_server(freeze: watch::Receiver<bool>) -> Result<(SocketAddr, AbortOnDrop)> {
+    let listener = bind_loopback().await?;
     let addr = listener.local_addr().context("reading the bound address")?;
-    let mut tasks = JoinSet::new();
-    tasks.spawn(async move {
-        let mut connections = JoinSet::new();
-        while let Ok((stream, _peer)) = listener.accept().await {
-            let mut frozen = freeze.clone();
-            let doomed = !*frozen.borrow();
-            connections.spawn(async move {
-                let service = service_fn(|_request| async {
-                    Ok::<_, std::convert::Infallible>(Response::new(Full::new(Bytes::from("ok"))))
-                });
-                let connection = http2::Builder::new(TokioExecutor::new())
-                    .serve_connection(TokioIo::new(stream), service);
-                tokio::pin!(connection);
-                tokio::select! {
-                    _ = &mut connection => {}
-                    _ = async { frozen.wait_for(|now| *now).await.is_ok() }, if doomed => {
-                        // Frozen: the connection (and its socket) lives on,
-                        // never polled again. The kernel keeps ACKing.
-                        std::future::pending::<()>().await;
-                    }
-                }
+    let server = spawn_accept_loop(listener, move |stream, _peer| {
+        let mut frozen = freeze.clone();
+        let doomed = !*frozen.borrow();
+        async move {
+            let service = service_fn(|_request| async {
+                Ok::<_, std::convert::Infallible>(Response::new(Full::new(Bytes::from("ok"))))
             });
+            let connection = http2::Builder::new(TokioExecutor::new())
+                .serve_connection(TokioIo::new(stream), service);
+            tokio::pin!(connection);
+            tokio::select! {
+                _ = &mut connection => {}
+                _ = async { frozen.wait_for(|now| *now).await.is_ok() }, if doomed => {
+                    // Frozen: the connection (and its socket) lives on,
+                    // never polled again. The kernel keeps ACKing.
+                    std::future::pending::<()>().await;
+                }
+            }
         }
     });
-    Ok((addr, tasks))
+    Ok((addr, server))
 }
 
 /// One watcher against a fresh freezing server.
-pub async fn watch_one(watcher: Watcher, config: &Config) -> Result<Watched> {
+pub async fn watch_one(watcher: Watcher, config: &ClientTimeoutsConfig) -> Result<Watched> {
     let (freeze, frozen) = watch::channel(false);
     let (addr, _server) = freezing_server(frozen).await?;
     let client = client_for(watcher, config)?;
@@ -196,7 +200,7 @@ pub async fn watch_one(watcher: Watcher, config: &Config) -> Result<Watched> {
 }
 
 /// Every watcher side by side; summaries `dead-peer/<watcher>`.
-pub async fn run_dead_peer(config: &Config, out: &mut Output) -> Result<()> {
+pub async fn run_dead_peer(config: &ClientTimeoutsConfig, out: &mut Output) -> Result<()> {
     let mut watches = JoinSet::new();
     for watcher in Watcher::ALL {
         let config = config.clone();
@@ -205,15 +209,14 @@ pub async fn run_dead_peer(config: &Config, out: &mut Output) -> Result<()> {
     let mut all = Vec::new();
     while let Some(joined) = watches.join_next().await {
         let (watcher, watched) = joined.context("a watcher panicked")?;
-        all.push(watched.with_context(|| format!("watcher {}", watcher.name()))?);
+        all.push((
+            watcher,
+            watched.with_context(|| format!("watcher {}", watcher.name()))?,
+        ));
     }
-    all.sort_by_key(|watched| {
-        Watcher::ALL
-            .iter()
-            .position(|each| each.name() == watched.watcher)
-    });
-    for watched in &all {
-        out.summary_of(&format!("dead-peer/{}", watched.watcher), watched)?;
+    all.sort_by_key(|(watcher, _)| Watcher::ALL.iter().position(|each| each == watcher));
+    for (watcher, watched) in &all {
+        out.summary_of(&watcher.series(), watched)?;
     }
     Ok(())
 }

@@ -11,7 +11,7 @@ use serde::Serialize;
 use tokio::{sync::Barrier, time::Instant};
 
 use crate::{
-    Config,
+    ClientTimeoutsConfig,
     downstream::{Downstream, Shape},
     millis,
     two_phase::TwoPhaseError,
@@ -49,7 +49,7 @@ impl Setting {
 
 // ANCHOR: settings
 /// The client each setting uses (durations on the lab's compressed clock).
-pub fn client_for(setting: Setting, config: &Config) -> Result<reqwest::Client> {
+pub fn client_for(setting: Setting, config: &ClientTimeoutsConfig) -> Result<reqwest::Client> {
     let builder = reqwest::Client::builder().no_proxy();
     let builder = match setting {
         // reqwest's defaults: no connect, read or total timeout at all.
@@ -134,7 +134,7 @@ pub fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
 async fn exchange(
     shape: Shape,
     setting: Setting,
-    config: &Config,
+    config: &ClientTimeoutsConfig,
     client: &reqwest::Client,
     url: &str,
     phase: &mut &'static str,
@@ -190,7 +190,7 @@ async fn exchange(
 }
 
 /// Runs one cell: a fresh downstream, a fresh client, one request, bounded.
-pub async fn cell(shape: Shape, setting: Setting, config: &Config) -> Result<Cell> {
+pub async fn cell(shape: Shape, setting: Setting, config: &ClientTimeoutsConfig) -> Result<Cell> {
     cell_after(shape, setting, config, None).await
 }
 
@@ -200,7 +200,7 @@ pub async fn cell(shape: Shape, setting: Setting, config: &Config) -> Result<Cel
 pub async fn cell_after(
     shape: Shape,
     setting: Setting,
-    config: &Config,
+    config: &ClientTimeoutsConfig,
     start: Option<Arc<Barrier>>,
 ) -> Result<Cell> {
     let downstream = Downstream::start(shape, config.behaviour())
@@ -267,7 +267,7 @@ pub async fn cell_after(
 
 /// Every cell, side by side; samples per cell in the data file, series
 /// `grid/<setting>`.
-pub async fn run_grid(config: &Config) -> Result<Vec<Cell>> {
+pub async fn run_grid(config: &ClientTimeoutsConfig) -> Result<Vec<Cell>> {
     let mut cells = tokio::task::JoinSet::new();
     let start = Arc::new(Barrier::new(Shape::ALL.len() * Setting::ALL.len()));
     for shape in Shape::ALL {

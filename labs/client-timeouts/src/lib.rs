@@ -4,7 +4,7 @@
 //! Rust client stack, measured.
 //!
 //! One module per experiment; everything runs on 127.0.0.1 with ports the
-//! kernel picks, on a clock compressed by `Config::time_scale`.
+//! kernel picks, on a clock compressed by `ClientTimeoutsConfig::time_scale`.
 
 pub mod check;
 pub mod dead_peer;
@@ -30,7 +30,7 @@ pub const SLUG: &str = "client-timeouts";
 /// What one run measures. Every `_s` field is production seconds; the lab
 /// runs them divided by `time_scale`.
 #[derive(Debug, Clone, Serialize)]
-pub struct Config {
+pub struct ClientTimeoutsConfig {
     /// How much faster than production the lab's clock runs.
     pub time_scale: f64,
     pub connect_timeout_s: f64,
@@ -64,13 +64,13 @@ pub struct Config {
     pub dead_peer_watch_real_s: f64,
 }
 
-impl Config {
-    pub fn for_mode(mode: Mode) -> Config {
+impl ClientTimeoutsConfig {
+    pub fn for_mode(mode: Mode) -> ClientTimeoutsConfig {
         let (time_scale, defaults_bound_real_s, dead_peer_watch_real_s) = match mode {
             Mode::Quick => (50.0, 3.0, 5.0),
             Mode::Full => (10.0, 30.0, 10.0),
         };
-        Config {
+        ClientTimeoutsConfig {
             time_scale,
             connect_timeout_s: 2.0,
             read_timeout_s: 10.0,
@@ -127,7 +127,7 @@ pub struct Timeouts {
 }
 
 /// The whole lab, as records on `out`.
-pub async fn run(mode: Mode, config: &Config, out: &mut Output) -> Result<()> {
+pub async fn run(mode: Mode, config: &ClientTimeoutsConfig, out: &mut Output) -> Result<()> {
     out.meta(Meta::describe(SLUG, mode, config.time_scale, config)?)?;
     out.summary_of(
         "timeouts",

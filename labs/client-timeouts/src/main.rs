@@ -13,7 +13,7 @@ fn main() -> ExitCode {
         ));
     }
     lab_kit::cli::run_lab(include_str!("../Cargo.toml"), |mode, mut out| async move {
-        let config = lab_client_timeouts::Config::for_mode(mode);
+        let config = lab_client_timeouts::ClientTimeoutsConfig::for_mode(mode);
         lab_client_timeouts::run(mode, &config, &mut out).await
     })
 }

@@ -30,7 +30,7 @@ use tokio::{
 };
 
 use crate::{
-    Config,
+    ClientTimeoutsConfig,
     downstream::{BusyGuard, Downstream, Shape},
     millis,
     two_phase::{IdleTimeoutBody, TwoPhase, TwoPhaseError},
@@ -210,7 +210,11 @@ fn parse(received: &[u8]) -> (usize, u16, usize, bool) {
 }
 
 /// One upstream shape behind a fresh proxy.
-pub async fn case(shape: Shape, client_leaves: bool, config: &Config) -> Result<ProxyCase> {
+pub async fn case(
+    shape: Shape,
+    client_leaves: bool,
+    config: &ClientTimeoutsConfig,
+) -> Result<ProxyCase> {
     let upstream = Downstream::start(shape, config.behaviour()).await?;
     let mut two_phase = config.two_phase();
     if client_leaves {
@@ -262,7 +266,7 @@ pub async fn case(shape: Shape, client_leaves: bool, config: &Config) -> Result<
 }
 
 /// The proxy cases, one after another; summaries `proxy/<case>`.
-pub async fn run_proxy(config: &Config, out: &mut Output) -> Result<()> {
+pub async fn run_proxy(config: &ClientTimeoutsConfig, out: &mut Output) -> Result<()> {
     let cases = [
         ("proxy/normal", Shape::Normal, false),
         ("proxy/silent", Shape::Silent, false),

@@ -16,7 +16,7 @@ use std::{
 use anyhow::{Context, Result, ensure};
 use axum::{Router, routing::get};
 use lab_kit::{
-    Meta, Mode, Output,
+    Meta, Mode, Output, Series,
     procnet::{TcpState, count_at, count_toward, resets_sent},
     server::spawn_axum,
     stats::{Latencies, median},
@@ -28,7 +28,7 @@ pub const SLUG: &str = "conn-reuse";
 
 /// What one run measures.
 #[derive(Debug, Clone, Serialize)]
-pub struct Config {
+pub struct ReuseConfig {
     /// Requests sent by each setup.
     pub requests: usize,
     /// Requests in flight at once.
@@ -42,8 +42,8 @@ pub struct Config {
     pub sweep: Vec<usize>,
 }
 
-impl Config {
-    pub fn for_mode(mode: Mode) -> Config {
+impl ReuseConfig {
+    pub fn for_mode(mode: Mode) -> ReuseConfig {
         let (repeats, sweep) = match mode {
             Mode::Quick => (1, vec![1, 2, 5, 10, 25, 50, 100, 200]),
             Mode::Full => (
@@ -51,7 +51,7 @@ impl Config {
                 vec![1, 2, 3, 5, 8, 10, 15, 25, 35, 50, 75, 100, 150, 200],
             ),
         };
-        Config {
+        ReuseConfig {
             // The seed's experiment: 500 requests, 50 at a time.
             requests: 500,
             in_flight: 50,
@@ -85,9 +85,10 @@ impl Setup {
         Setup::UnreadBody,
         Setup::Http2,
     ];
+}
 
-    /// The series name in the data file.
-    pub fn series(self) -> &'static str {
+impl Series for Setup {
+    fn series(&self) -> String {
         match self {
             Setup::ClientPerRequest => "client-per-request",
             Setup::SharedPool => "shared-pool",
@@ -95,6 +96,7 @@ impl Setup {
             Setup::UnreadBody => "unread-body",
             Setup::Http2 => "http2",
         }
+        .into()
     }
 }
 
@@ -259,7 +261,7 @@ pub async fn measure(
 
 /// One point of the concurrency sweep.
 #[derive(Debug, Clone, Serialize)]
-pub struct SweepPoint {
+pub struct InFlightPoint {
     pub in_flight: usize,
     pub connections: u64,
     pub peak_open: u64,
@@ -267,7 +269,7 @@ pub struct SweepPoint {
 }
 
 /// The whole lab: every setup, then the sweep, as records on `out`.
-pub async fn run(mode: Mode, config: &Config, out: &mut Output) -> Result<()> {
+pub async fn run(mode: Mode, config: &ReuseConfig, out: &mut Output) -> Result<()> {
     out.meta(Meta::describe(SLUG, mode, 1.0, config)?)?;
     for setup in Setup::ALL {
         eprintln!(
@@ -281,10 +283,10 @@ pub async fn run(mode: Mode, config: &Config, out: &mut Output) -> Result<()> {
             let summary = measure(setup, config.requests, config.in_flight, config.body_bytes)
                 .await
                 .with_context(|| format!("setup {}", setup.series()))?;
-            out.sample(setup.series(), &summary)?;
+            out.sample(&setup.series(), &summary)?;
             runs.push(summary);
         }
-        out.summary_of(setup.series(), &median_of(&runs))?;
+        out.summary_of(&setup.series(), &median_of(&runs))?;
     }
     for &in_flight in &config.sweep {
         eprintln!("conn-reuse: sweep, {in_flight} in flight");
@@ -298,7 +300,7 @@ pub async fn run(mode: Mode, config: &Config, out: &mut Output) -> Result<()> {
         .with_context(|| format!("sweep at {in_flight} in flight"))?;
         out.sample(
             "sweep-shared-pool",
-            &SweepPoint {
+            &InFlightPoint {
                 in_flight,
                 connections: measured.connections,
                 peak_open: measured.peak_open,

@@ -1,7 +1,7 @@
 //! The connection-reuse lab in quick mode: each client setup opens the number
 //! of connections its chapter says it does.
 
-use lab_conn_reuse::{Config, SLUG, run};
+use lab_conn_reuse::{ReuseConfig, SLUG, run};
 use lab_kit::{Mode, Output, record::Point};
 
 fn count(point: &Point, field: &str) -> u64 {
@@ -12,16 +12,13 @@ fn count(point: &Point, field: &str) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn quick_run_shows_reuse_and_its_absence() {
-    let config = Config::for_mode(Mode::Quick);
+    let config = ReuseConfig::for_mode(Mode::Quick);
     let mut out = Output::collect();
     run(Mode::Quick, &config, &mut out)
         .await
         .expect("the quick run completes");
 
-    let lab_kit::Record::Meta(meta) = &out.records()[0] else {
-        panic!("the first record is meta")
-    };
-    assert_eq!(meta.lab, SLUG);
+    assert_eq!(out.meta_record().expect("meta comes first").lab, SLUG);
     let requests = config.requests as u64;
     let in_flight = config.in_flight as u64;
     let summary = |series: &str| {
