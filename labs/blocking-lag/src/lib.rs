@@ -68,7 +68,7 @@ impl BlockingConfig {
             // About 0.2 s of report on an idle 2-core machine (twice that
             // when others compile): seven setups fit in the quick budget.
             Mode::Quick => (600_000, 200, 4),
-            // The seed's size: 1.5 million rows.
+            // The Node article's size: 1.5 million rows.
             Mode::Full => (1_500_000, 1000, 12),
         };
         let mut config =

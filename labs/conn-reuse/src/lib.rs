@@ -52,7 +52,7 @@ impl ReuseConfig {
             ),
         };
         ReuseConfig {
-            // The seed's experiment: 500 requests, 50 at a time.
+            // The Node article's experiment: 500 requests, 50 at a time.
             requests: 500,
             in_flight: 50,
             body_bytes: 64 * 1024,
