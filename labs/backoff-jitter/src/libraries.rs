@@ -10,7 +10,7 @@ use anyhow::{Context, Result};
 use axum::http::StatusCode;
 use backoff_sim::{SplitMix64, Strategy};
 use backon::{ExponentialBuilder, Retryable};
-use lab_kit::{Output, Series, server::spawn_axum};
+use lab_kit::{Output, Series, server::spawn_axum, together::side_by_side};
 use serde::Serialize;
 
 use crate::{
@@ -237,18 +237,12 @@ pub async fn compare(config: &BackoffConfig, out: &mut Output) -> Result<()> {
         "backoff-jitter: retry libraries, {} callers each",
         config.library_clients
     );
-    let mut tasks = tokio::task::JoinSet::new();
-    for (index, library) in Library::ALL.into_iter().enumerate() {
-        let callers = config.library_clients;
-        tasks.spawn(async move { (index, library, measure(library, callers).await) });
-    }
-    let mut results = Vec::new();
-    while let Some(joined) = tasks.join_next().await {
-        let (index, library, summary) = joined.context("a library measurement panicked")?;
-        results.push((index, library, summary.with_context(|| library.series())?));
-    }
-    results.sort_by_key(|(index, _, _)| *index);
-    for (_, library, summary) in results {
+    let callers = config.library_clients;
+    let measured = side_by_side(Library::ALL, Library::series, |library| {
+        measure(library, callers)
+    })
+    .await?;
+    for (library, summary) in measured {
         out.summary_of(&library.series(), &summary)?;
     }
     Ok(())

@@ -18,9 +18,10 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use lab_kit::{
     Output, Series,
     net::{AbortOnDrop, bind_loopback, spawn_accept_loop},
+    together::side_by_side,
 };
 use serde::Serialize;
-use tokio::{sync::watch, task::JoinSet, time::Instant};
+use tokio::{sync::watch, time::Instant};
 
 use crate::{
     ClientTimeoutsConfig,
@@ -201,20 +202,15 @@ pub async fn watch_one(watcher: Watcher, config: &ClientTimeoutsConfig) -> Resul
 
 /// Every watcher side by side; summaries `dead-peer/<watcher>`.
 pub async fn run_dead_peer(config: &ClientTimeoutsConfig, out: &mut Output) -> Result<()> {
-    let mut watches = JoinSet::new();
-    for watcher in Watcher::ALL {
-        let config = config.clone();
-        watches.spawn(async move { (watcher, watch_one(watcher, &config).await) });
-    }
-    let mut all = Vec::new();
-    while let Some(joined) = watches.join_next().await {
-        let (watcher, watched) = joined.context("a watcher panicked")?;
-        all.push((
-            watcher,
-            watched.with_context(|| format!("watcher {}", watcher.name()))?,
-        ));
-    }
-    all.sort_by_key(|(watcher, _)| Watcher::ALL.iter().position(|each| each == watcher));
+    let all = side_by_side(
+        Watcher::ALL,
+        |watcher| format!("watcher {}", watcher.name()),
+        |watcher| {
+            let config = config.clone();
+            async move { watch_one(watcher, &config).await }
+        },
+    )
+    .await?;
     for (watcher, watched) in &all {
         out.summary_of(&watcher.series(), watched)?;
     }

@@ -17,10 +17,10 @@ use std::{
 };
 
 use anyhow::{Context, Result, bail};
+use lab_kit::net::{AbortOnDrop, bind_loopback, spawn_accept_loop};
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
     net::{TcpSocket, TcpStream},
-    task::JoinSet,
 };
 
 /// How a downstream fails.
@@ -91,7 +91,7 @@ pub struct Downstream {
     pub shape: Shape,
     busy: Arc<AtomicI64>,
     open: Arc<AtomicI64>,
-    tasks: JoinSet<()>,
+    server: Option<AbortOnDrop>,
     // Held only to keep a port bound and a queue full.
     _sockets: Vec<TcpStream>,
     _bound: Option<TcpSocket>,
@@ -126,7 +126,7 @@ impl Downstream {
     /// Stops accepting and closes every connection at once, as a crashed
     /// process would.
     pub fn kill(mut self) {
-        self.tasks.abort_all();
+        self.server.take();
     }
 
     /// Starts a downstream of the given shape on 127.0.0.1, port 0.
@@ -138,7 +138,7 @@ impl Downstream {
             shape,
             busy: Arc::clone(&busy),
             open: Arc::clone(&open),
-            tasks: JoinSet::new(),
+            server: None,
             _sockets: Vec::new(),
             _bound: None,
             _listener: None,
@@ -181,21 +181,16 @@ impl Downstream {
                 downstream._listener = Some(listener.into_std().context("keeping the listener")?);
             }
             _ => {
-                let listener = tokio::net::TcpListener::bind(downstream.addr)
-                    .await
-                    .context("binding 127.0.0.1:0")?;
+                let listener = bind_loopback().await?;
                 downstream.addr = listener.local_addr().context("reading the bound address")?;
-                downstream.tasks.spawn(async move {
-                    let mut connections = JoinSet::new();
-                    while let Ok((stream, _peer)) = listener.accept().await {
-                        let busy = Arc::clone(&busy);
-                        let open = BusyGuard::new(&open);
-                        connections.spawn(async move {
-                            serve(shape, behaviour, stream, busy).await;
-                            drop(open);
-                        });
+                downstream.server = Some(spawn_accept_loop(listener, move |stream, _peer| {
+                    let busy = Arc::clone(&busy);
+                    let open = BusyGuard::new(&open);
+                    async move {
+                        serve(shape, behaviour, stream, busy).await;
+                        drop(open);
                     }
-                });
+                }));
             }
         }
         Ok(downstream)

@@ -7,6 +7,7 @@
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
+use lab_kit::together::side_by_side;
 use serde::Serialize;
 use tokio::{sync::Barrier, time::Instant};
 
@@ -268,26 +269,19 @@ pub async fn cell_after(
 /// Every cell, side by side; samples per cell in the data file, series
 /// `grid/<setting>`.
 pub async fn run_grid(config: &ClientTimeoutsConfig) -> Result<Vec<Cell>> {
-    let mut cells = tokio::task::JoinSet::new();
     let start = Arc::new(Barrier::new(Shape::ALL.len() * Setting::ALL.len()));
-    for shape in Shape::ALL {
-        for setting in Setting::ALL {
-            let (config, start) = (config.clone(), Arc::clone(&start));
-            cells.spawn(async move { cell_after(shape, setting, &config, Some(start)).await });
-        }
-    }
-    let mut done = Vec::new();
-    while let Some(joined) = cells.join_next().await {
-        done.push(joined.context("a grid cell panicked")??);
-    }
     // The data file keeps a stable order: by shape, then by setting.
-    let order = |cell: &Cell| {
-        let shape = Shape::ALL.iter().position(|each| each.name() == cell.shape);
-        let setting = Setting::ALL
-            .iter()
-            .position(|each| each.name() == cell.setting);
-        (shape, setting)
-    };
-    done.sort_by_key(order);
-    Ok(done)
+    let cells = Shape::ALL
+        .into_iter()
+        .flat_map(|shape| Setting::ALL.map(|setting| (shape, setting)));
+    let done = side_by_side(
+        cells,
+        |(shape, setting)| format!("cell {} x {}", shape.name(), setting.name()),
+        |(shape, setting)| {
+            let (config, start) = (config.clone(), Arc::clone(&start));
+            async move { cell_after(shape, setting, &config, Some(start)).await }
+        },
+    )
+    .await?;
+    Ok(done.into_iter().map(|(_, cell)| cell).collect())
 }

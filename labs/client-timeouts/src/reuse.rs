@@ -19,7 +19,7 @@ use std::{
 };
 
 use anyhow::{Context as _, Result};
-use lab_kit::Output;
+use lab_kit::{Output, together::side_by_side};
 use serde::Serialize;
 use tokio::{sync::watch, time::Instant};
 
@@ -306,16 +306,16 @@ fn timeline_series(outcome: &str) -> &'static str {
 /// Every policy side by side; samples `timeline/<outcome>`, summaries
 /// `step/<policy>/<n>`.
 pub async fn run_checks(config: &ClientTimeoutsConfig, out: &mut Output) -> Result<()> {
-    let mut checks = tokio::task::JoinSet::new();
-    for policy in Policy::ALL {
-        let config = config.clone();
-        checks.spawn(async move { (policy, check(policy, &config).await) });
-    }
-    let mut all = Vec::new();
-    while let Some(joined) = checks.join_next().await {
-        let (policy, steps) = joined.context("a check panicked")?;
-        all.extend(steps.with_context(|| format!("policy {}", policy.name()))?);
-    }
+    let checked = side_by_side(
+        Policy::ALL,
+        |policy| format!("policy {}", policy.name()),
+        |policy| {
+            let config = config.clone();
+            async move { check(policy, &config).await }
+        },
+    )
+    .await?;
+    let mut all: Vec<_> = checked.into_iter().flat_map(|(_, steps)| steps).collect();
     all.sort_by(|a, b| a.row.total_cmp(&b.row).then(a.step.cmp(&b.step)));
     for step in &all {
         out.sample(timeline_series(&step.outcome), step)?;

@@ -7,7 +7,7 @@
 //! request sent on a reused connection?".
 
 use std::{
-    net::{Ipv4Addr, SocketAddr},
+    net::SocketAddr,
     sync::{
         Arc, Mutex,
         atomic::{AtomicU64, Ordering},
@@ -15,45 +15,37 @@ use std::{
 };
 
 use anyhow::{Context, Result};
-use tokio::{
-    net::{TcpListener, TcpStream},
-    task::JoinSet,
-};
+use lab_kit::net::{AbortOnDrop, bind_loopback, spawn_accept_loop};
+use tokio::net::TcpStream;
 
 /// A running tunnel. Dropping it closes every connection it holds.
 pub struct Tunnel {
     pub addr: SocketAddr,
     accepted: Arc<AtomicU64>,
     target: Arc<Mutex<SocketAddr>>,
-    _task: JoinSet<()>,
+    _server: AbortOnDrop,
 }
 
 impl Tunnel {
     /// Starts a tunnel on 127.0.0.1, port 0, toward `target`.
     pub async fn start(target: SocketAddr) -> Result<Tunnel> {
-        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-            .await
-            .context("binding the tunnel to 127.0.0.1:0")?;
+        let listener = bind_loopback().await.context("starting the tunnel")?;
         let addr = listener
             .local_addr()
             .context("reading the tunnel's address")?;
         let accepted = Arc::new(AtomicU64::new(0));
         let target = Arc::new(Mutex::new(target));
-        let mut task = JoinSet::new();
         let (counter, current) = (Arc::clone(&accepted), Arc::clone(&target));
-        task.spawn(async move {
-            let mut relays = JoinSet::new();
-            while let Ok((client, _peer)) = listener.accept().await {
-                counter.fetch_add(1, Ordering::SeqCst);
-                let upstream = *current.lock().expect("the target lock is never poisoned");
-                relays.spawn(relay(client, upstream));
-            }
+        let server = spawn_accept_loop(listener, move |client, _peer| {
+            counter.fetch_add(1, Ordering::SeqCst);
+            let upstream = *current.lock().expect("the target lock is never poisoned");
+            relay(client, upstream)
         });
         Ok(Tunnel {
             addr,
             accepted,
             target,
-            _task: task,
+            _server: server,
         })
     }
 

@@ -27,6 +27,8 @@ pub mod record;
 pub mod server;
 pub mod stats;
 pub mod time;
+#[cfg(feature = "runtime")]
+pub mod together;
 
 pub use cli::Mode;
 pub use record::{Fields, Meta, Output, Point, Record, Series, Value};
