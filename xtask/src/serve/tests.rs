@@ -38,6 +38,14 @@ impl Fixture {
         Fixture { root, port, big }
     }
 
+    /// A new connection that has sent `request`, and a reader of its answers.
+    fn send(&self, request: &[u8]) -> (TcpStream, BufReader<TcpStream>) {
+        let mut client = self.connect();
+        client.write_all(request).unwrap();
+        let reader = BufReader::new(client.try_clone().unwrap());
+        (client, reader)
+    }
+
     fn connect(&self) -> TcpStream {
         let stream = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
         // A server that cannot answer fails the test instead of hanging it.
@@ -56,6 +64,20 @@ impl Drop for Fixture {
 
 /// One response read by its Content-Length: (head, body).
 fn read_response(reader: &mut impl BufRead) -> (String, Vec<u8>) {
+    let head = read_head(reader);
+    let length: usize = head
+        .lines()
+        .find_map(|line| line.strip_prefix("Content-Length: "))
+        .expect("a Content-Length header")
+        .parse()
+        .unwrap();
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body).unwrap();
+    (head, body)
+}
+
+/// A response's status line and headers, up to the blank line.
+fn read_head(reader: &mut impl BufRead) -> String {
     let mut head = String::new();
     loop {
         let mut line = String::new();
@@ -68,15 +90,15 @@ fn read_response(reader: &mut impl BufRead) -> (String, Vec<u8>) {
         }
         head.push_str(&line);
     }
-    let length: usize = head
-        .lines()
-        .find_map(|line| line.strip_prefix("Content-Length: "))
-        .expect("a Content-Length header")
-        .parse()
-        .unwrap();
-    let mut body = vec![0; length];
-    reader.read_exact(&mut body).unwrap();
-    (head, body)
+    head
+}
+
+/// The last answer on a connection: `body`, said to close, then the end of the stream.
+fn assert_last_answer(reader: &mut (impl BufRead + Read), body: &[u8]) {
+    let (head, received) = read_response(reader);
+    assert!(head.contains("Connection: close"), "{head}");
+    assert_eq!(received, body);
+    assert_closed(reader);
 }
 
 fn assert_closed(reader: &mut impl Read) {
@@ -101,11 +123,7 @@ fn stays_inside_the_root() {
 #[test]
 fn keeps_a_connection_alive_until_the_client_asks_to_close() {
     let fixture = Fixture::start("keepalive");
-    let mut client = fixture.connect();
-    let mut reader = BufReader::new(client.try_clone().unwrap());
-    client
-        .write_all(b"GET /a/b%20c.svg HTTP/1.1\r\nHost: x\r\n\r\n")
-        .unwrap();
+    let (mut client, mut reader) = fixture.send(b"GET /a/b%20c.svg HTTP/1.1\r\nHost: x\r\n\r\n");
     let (head, body) = read_response(&mut reader);
     assert!(head.starts_with("HTTP/1.1 200 OK"), "{head}");
     assert!(head.contains("Content-Type: image/svg+xml"), "{head}");
@@ -121,30 +139,20 @@ fn keeps_a_connection_alive_until_the_client_asks_to_close() {
     client
         .write_all(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
         .unwrap();
-    let (head, body) = read_response(&mut reader);
-    assert!(head.contains("Connection: close"), "{head}");
-    assert_eq!(body, b"home");
-    assert_closed(&mut reader);
+    assert_last_answer(&mut reader, b"home");
 }
 
 #[test]
 fn answers_pipelined_requests_in_order() {
     let fixture = Fixture::start("pipelined");
-    let mut client = fixture.connect();
-    let mut reader = BufReader::new(client.try_clone().unwrap());
-    client
-        .write_all(
-            b"GET / HTTP/1.1\r\nHost: x\r\n\r\nGET /a/b%20c.svg HTTP/1.1\r\nHost: x\r\n\r\n\
+    let (_client, mut reader) = fixture.send(
+        b"GET / HTTP/1.1\r\nHost: x\r\n\r\nGET /a/b%20c.svg HTTP/1.1\r\nHost: x\r\n\r\n\
               GET / HTTP/1.0\r\n\r\n",
-        )
-        .unwrap();
+    );
     assert_eq!(read_response(&mut reader).1, b"home");
     assert_eq!(read_response(&mut reader).1, b"<svg/>");
     // HTTP/1.0 without keep-alive: the answer, then the end of the stream.
-    let (head, body) = read_response(&mut reader);
-    assert!(head.contains("Connection: close"), "{head}");
-    assert_eq!(body, b"home");
-    assert_closed(&mut reader);
+    assert_last_answer(&mut reader, b"home");
 }
 
 #[test]
@@ -157,11 +165,7 @@ fn an_idle_connection_does_not_hold_up_another() {
     let mut half = fixture.connect();
     half.write_all(b"GET / HTTP/1.1\r\nHost:").unwrap();
     let _silent = fixture.connect();
-    let mut client = fixture.connect();
-    let mut reader = BufReader::new(client.try_clone().unwrap());
-    client
-        .write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
-        .unwrap();
+    let (_client, mut reader) = fixture.send(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
     assert_eq!(read_response(&mut reader).1, b"home");
     // The first connection is still being served: it finishes its request.
     half.write_all(b" x\r\n\r\n").unwrap();
@@ -171,10 +175,7 @@ fn an_idle_connection_does_not_hold_up_another() {
 #[test]
 fn a_large_file_arrives_whole_to_a_slow_reader() {
     let fixture = Fixture::start("large");
-    let mut client = fixture.connect();
-    client
-        .write_all(b"GET /big.bin HTTP/1.1\r\nHost: x\r\n\r\n")
-        .unwrap();
+    let (client, _) = fixture.send(b"GET /big.bin HTTP/1.1\r\nHost: x\r\n\r\n");
     // Let the server fill the socket buffers and block in a partial write.
     thread::sleep(Duration::from_millis(300));
     let mut reader = BufReader::with_capacity(1024, client);
@@ -189,20 +190,9 @@ fn a_large_file_arrives_whole_to_a_slow_reader() {
 #[test]
 fn head_sends_the_length_and_no_body() {
     let fixture = Fixture::start("head");
-    let mut client = fixture.connect();
-    let mut reader = BufReader::new(client.try_clone().unwrap());
-    client
-        .write_all(b"HEAD /big.bin HTTP/1.1\r\nHost: x\r\n\r\nGET / HTTP/1.1\r\nHost: x\r\n\r\n")
-        .unwrap();
-    let mut head = String::new();
-    loop {
-        let mut line = String::new();
-        reader.read_line(&mut line).unwrap();
-        if line == "\r\n" {
-            break;
-        }
-        head.push_str(&line);
-    }
+    let (_client, mut reader) =
+        fixture.send(b"HEAD /big.bin HTTP/1.1\r\nHost: x\r\n\r\nGET / HTTP/1.1\r\nHost: x\r\n\r\n");
+    let head = read_head(&mut reader);
     let length = fixture.big.len();
     assert!(
         head.contains(&format!("Content-Length: {length}")),
@@ -215,10 +205,8 @@ fn head_sends_the_length_and_no_body() {
 #[test]
 fn a_response_survives_bytes_the_client_sends_after_asking_to_close() {
     let fixture = Fixture::start("linger");
-    let mut client = fixture.connect();
-    client
-        .write_all(b"GET /big.bin HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-        .unwrap();
+    let (mut client, _) =
+        fixture.send(b"GET /big.bin HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
     // Bytes that arrive after the server read the request: if it closed
     // its socket with them unread, the kernel would reset the connection
     // and the client could lose the end of the 8 MiB response.

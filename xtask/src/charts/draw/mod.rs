@@ -61,34 +61,14 @@ pub fn render(spec: &ChartSpec, data: &Prepared, theme: &Theme, caption: &str) -
             Kind::Line | Kind::Points | Kind::Segments => {
                 let (x_min, x_max) = padded(spec, data, true, spec.log_x);
                 let (y_min, y_max) = padded(spec, data, false, spec.log_y);
+                let (x, y) = (x_min..x_max, y_min..y_max);
                 match (spec.log_x, spec.log_y) {
-                    (false, false) => {
-                        xy::draw_xy(&plot, spec, data, theme, x_min..x_max, y_min..y_max)?
+                    (false, false) => xy::draw_xy(&plot, spec, data, theme, x, y)?,
+                    (true, false) => xy::draw_xy(&plot, spec, data, theme, x.log_scale(), y)?,
+                    (false, true) => xy::draw_xy(&plot, spec, data, theme, x, y.log_scale())?,
+                    (true, true) => {
+                        xy::draw_xy(&plot, spec, data, theme, x.log_scale(), y.log_scale())?
                     }
-                    (true, false) => xy::draw_xy(
-                        &plot,
-                        spec,
-                        data,
-                        theme,
-                        (x_min..x_max).log_scale(),
-                        y_min..y_max,
-                    )?,
-                    (false, true) => xy::draw_xy(
-                        &plot,
-                        spec,
-                        data,
-                        theme,
-                        x_min..x_max,
-                        (y_min..y_max).log_scale(),
-                    )?,
-                    (true, true) => xy::draw_xy(
-                        &plot,
-                        spec,
-                        data,
-                        theme,
-                        (x_min..x_max).log_scale(),
-                        (y_min..y_max).log_scale(),
-                    )?,
                 }
             }
         }
