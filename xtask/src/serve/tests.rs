@@ -94,7 +94,7 @@ fn read_head(reader: &mut impl BufRead) -> String {
 }
 
 /// The last answer on a connection: `body`, said to close, then the end of the stream.
-fn assert_last_answer(reader: &mut (impl BufRead + Read), body: &[u8]) {
+fn assert_last_answer(reader: &mut impl BufRead, body: &[u8]) {
     let (head, received) = read_response(reader);
     assert!(head.contains("Connection: close"), "{head}");
     assert_eq!(received, body);
