@@ -83,7 +83,7 @@ impl Browser {
         let mut browser = Browser {
             driver,
             base: format!("http://127.0.0.1:{port}"),
-            agent: webdriver_agent(),
+            agent: webdriver_agent(COMMAND_TIMEOUT),
             session: String::new(),
             profile,
         };
@@ -214,9 +214,9 @@ impl Browser {
 /// later command), never through a proxy (chromedriver is on 127.0.0.1,
 /// whatever `http_proxy` says), and WebDriver's error statuses read as
 /// answers, since their JSON body says what went wrong.
-fn webdriver_agent() -> Agent {
+fn webdriver_agent(command_timeout: Duration) -> Agent {
     Agent::config_builder()
-        .timeout_global(Some(COMMAND_TIMEOUT))
+        .timeout_global(Some(command_timeout))
         .timeout_connect(Some(CONNECT_TIMEOUT))
         .proxy(None)
         .max_idle_connections(0)
@@ -257,5 +257,83 @@ impl Drop for Browser {
         end_leftovers(self.driver.id() as libc::pid_t);
         crate::reaper::unregister(self.driver.id() as libc::pid_t);
         let _ = std::fs::remove_dir_all(&self.profile);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::{
+        io::{Read, Write},
+        net::TcpListener,
+    };
+
+    use super::*;
+
+    /// A stand-in for chromedriver on 127.0.0.1 that reads one request and
+    /// then sends `answer`, or, with `None`, never answers until the test
+    /// ends (dropping the returned sender lets it go).
+    fn fake_driver(answer: Option<String>) -> (String, mpsc::Sender<()>) {
+        let listener = TcpListener::bind(("127.0.0.1", 0)).expect("a loopback port");
+        let base = format!("http://{}", listener.local_addr().expect("an address"));
+        let (done, until_done) = mpsc::channel::<()>();
+        thread::spawn(move || {
+            let (mut stream, _) = listener.accept().expect("one connection");
+            let mut request = [0u8; 4096];
+            let _ = stream.read(&mut request);
+            if let Some(answer) = answer {
+                let _ = stream.write_all(answer.as_bytes());
+            }
+            let _ = until_done.recv_timeout(Duration::from_secs(30));
+        });
+        (base, done)
+    }
+
+    fn post(base: &str, timeout: Duration) -> Result<Value> {
+        let answer = webdriver_agent(timeout)
+            .post(format!("{base}/session/1/url"))
+            .content_type("application/json")
+            .send(json!({"url": "x"}).to_string());
+        webdriver_value("POST", "/session/1/url", answer)
+    }
+
+    #[test]
+    fn a_hung_driver_is_an_error_within_the_timeout() {
+        let (base, _done) = fake_driver(None);
+        let started = Instant::now();
+        let error = post(&base, Duration::from_millis(300)).expect_err("no answer");
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{:?}",
+            started.elapsed()
+        );
+        let message = format!("{error:#}");
+        assert!(
+            message.starts_with("WebDriver POST /session/1/url: ") && !message.contains('\n'),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn a_webdriver_error_is_one_line_and_a_value_is_read() {
+        let error_body = r#"{"value":{"error":"no such window","message":"target window already closed\nfrom unknown error"}}"#;
+        let answer = format!(
+            "HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{error_body}",
+            error_body.len()
+        );
+        let (base, _done) = fake_driver(Some(answer));
+        let message = format!("{:#}", post(&base, COMMAND_TIMEOUT).expect_err("an error"));
+        assert_eq!(
+            message,
+            "WebDriver POST /session/1/url: no such window: target window already closed"
+        );
+        // A chunked answer, as chromedriver may send: its value.
+        let (base, _done) = fake_driver(Some(String::from(
+            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n\
+             6\r\n{\"valu\r\n9\r\ne\": [1,2]\r\n1\r\n}\r\n0\r\n\r\n",
+        )));
+        assert_eq!(
+            post(&base, COMMAND_TIMEOUT).expect("a value"),
+            json!([1, 2])
+        );
     }
 }
