@@ -6,7 +6,7 @@ use std::{
     collections::VecDeque,
     fs,
     io::{BufRead, BufReader, Write},
-    path::{Path, PathBuf},
+    path::Path,
     process::{Command, Stdio},
     sync::mpsc,
     thread,
@@ -15,6 +15,7 @@ use std::{
 
 use anyhow::{Context, Result, anyhow, bail};
 use lab_kit::record::{Record, parse_line};
+use tempfile::NamedTempFile;
 
 /// How many of a failed lab's last stderr lines the error shows.
 const STDERR_TAIL: usize = 12;
@@ -67,57 +68,29 @@ impl Drop for GroupGuard {
     }
 }
 
-/// A temporary file next to the destination that is removed unless persisted.
-struct TempFile {
-    path: PathBuf,
-    file: Option<fs::File>,
+/// A temporary file in the destination's folder (so the rename stays on one
+/// file system), removed by `tempfile` unless it is persisted.
+fn temporary_beside(destination: &Path) -> Result<NamedTempFile> {
+    let dir = destination.parent().context("the data file has a folder")?;
+    fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    NamedTempFile::new_in(dir)
+        .with_context(|| format!("creating a temporary file in {}", dir.display()))
 }
 
-impl TempFile {
-    fn create(destination: &Path) -> Result<TempFile> {
-        let dir = destination.parent().context("the data file has a folder")?;
-        fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        let name = destination
-            .file_name()
-            .context("the data file has a name")?
-            .to_string_lossy();
-        let path = dir.join(format!(".{name}.tmp"));
-        let file =
-            fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
-        Ok(TempFile {
-            path,
-            file: Some(file),
-        })
-    }
-
-    fn write_line(&mut self, line: &str) -> Result<()> {
-        let file = self.file.as_mut().context("the temporary file is closed")?;
-        writeln!(file, "{line}").with_context(|| format!("writing {}", self.path.display()))
-    }
-
-    /// fsync, then rename over the destination: readers see the old file or
-    /// the whole new one, never half of it.
-    fn persist(mut self, destination: &Path) -> Result<()> {
-        let file = self.file.take().context("the temporary file is closed")?;
-        file.sync_all()
-            .with_context(|| format!("syncing {}", self.path.display()))?;
-        drop(file);
-        fs::rename(&self.path, destination).with_context(|| {
-            format!(
-                "renaming {} to {}",
-                self.path.display(),
-                destination.display()
-            )
-        })
-    }
-}
-
-impl Drop for TempFile {
-    fn drop(&mut self) {
-        if self.file.take().is_some() {
-            let _ = fs::remove_file(&self.path);
-        }
-    }
+/// fsync, then rename over the destination: readers see the old file or the
+/// whole new one, never half of it.
+fn persist(temp: NamedTempFile, destination: &Path) -> Result<()> {
+    temp.as_file()
+        .sync_all()
+        .with_context(|| format!("syncing {}", temp.path().display()))?;
+    temp.persist(destination).map(drop).map_err(|error| {
+        anyhow!(
+            "renaming {} to {}: {}",
+            error.file.path().display(),
+            destination.display(),
+            error.error
+        )
+    })
 }
 
 /// Runs `command` (a lab), expecting its records to name lab `slug`, killing
@@ -165,7 +138,7 @@ pub fn run_lab_command(
         let _ = sender.send(Event::StderrClosed);
     });
 
-    let mut temp = TempFile::create(destination)?;
+    let mut temp = temporary_beside(destination)?;
     let mut tail: VecDeque<String> = VecDeque::new();
     let mut records = 0usize;
     let mut failure: Option<anyhow::Error> = None;
@@ -185,7 +158,8 @@ pub fn run_lab_command(
                     .and_then(|line| check_line(&line, line_number, slug).map(|()| line));
                 match checked {
                     Ok(line) => {
-                        temp.write_line(&line)?;
+                        writeln!(temp, "{line}")
+                            .with_context(|| format!("writing {}", temp.path().display()))?;
                         records += 1;
                     }
                     Err(error) => {
@@ -255,7 +229,7 @@ pub fn run_lab_command(
             tail.join("\n    ")
         ));
     }
-    temp.persist(destination)?;
+    persist(temp, destination)?;
     Ok(RunOutput { records })
 }
 
@@ -276,33 +250,47 @@ fn check_line(line: &str, line_number: usize, slug: &str) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
+    use std::path::PathBuf;
+
     use super::*;
 
     const META: &str = r#"{"type":"meta","data":{"lab":"demo","mode":"quick","started":"2026-11-29T18:00:00Z","params":{},"machine":{"cpu":"x","cores":2,"os":"linux","kernel":"6","rustc":"rustc 1","crates":{}}}}"#;
     const SUMMARY: &str = r#"{"type":"summary","data":{"series":"a","values":{"n":1}}}"#;
 
+    /// A shell script as a lab; `META` and `SUMMARY` in it stand for the records.
     fn shell(script: &str) -> Command {
+        let script = script.replace("META", META).replace("SUMMARY", SUMMARY);
         let mut command = Command::new("sh");
         command.arg("-c").arg(script);
         command
     }
 
-    fn scratch(name: &str) -> PathBuf {
+    /// A fresh folder holding an old `demo.jsonl`.
+    fn scratch(name: &str) -> (PathBuf, PathBuf) {
         let dir = std::env::temp_dir().join(format!("xtask-runner-{}-{name}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
         fs::create_dir_all(&dir).unwrap();
-        dir
+        let destination = dir.join("demo.jsonl");
+        fs::write(&destination, "old\n").unwrap();
+        (dir, destination)
+    }
+
+    /// The names in `dir`: the data file alone, no temporary file left.
+    fn names_in(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = fs::read_dir(dir)
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
     }
 
     #[test]
     fn a_good_run_replaces_the_file() {
-        let dir = scratch("good");
-        let destination = dir.join("demo.jsonl");
-        fs::write(&destination, "old\n").unwrap();
-        let script = format!("echo '{META}'; echo progress >&2; echo '{SUMMARY}'");
+        let (dir, destination) = scratch("good");
         let mut seen = Vec::new();
         let output = run_lab_command(
-            shell(&script),
+            shell("echo 'META'; echo progress >&2; echo 'SUMMARY'"),
             "demo",
             Duration::from_secs(10),
             &destination,
@@ -315,100 +303,84 @@ mod tests {
             format!("{META}\n{SUMMARY}\n")
         );
         assert_eq!(seen, ["progress"]);
-        assert!(!dir.join(".demo.jsonl.tmp").exists());
+        assert_eq!(names_in(&dir), ["demo.jsonl"]);
         fs::remove_dir_all(dir).unwrap();
     }
 
-    fn assert_fails_and_keeps_old(name: &str, script: &str, kill_after: Duration, expected: &str) {
-        let dir = scratch(name);
-        let destination = dir.join("demo.jsonl");
-        fs::write(&destination, "old\n").unwrap();
-        let started = Instant::now();
-        let error =
-            run_lab_command(shell(script), "demo", kill_after, &destination, |_| {}).unwrap_err();
-        let message = format!("{error:#}");
-        assert!(message.contains(expected), "{name}: {message}");
-        assert_eq!(fs::read_to_string(&destination).unwrap(), "old\n", "{name}");
-        assert!(
-            !dir.join(".demo.jsonl.tmp").exists(),
-            "{name} left its temporary file"
-        );
-        assert!(
-            started.elapsed() < kill_after + Duration::from_secs(8),
-            "{name} took too long"
-        );
-        fs::remove_dir_all(dir).unwrap();
-    }
-
-    #[test]
-    fn a_hung_lab_is_killed_and_the_old_file_stays() {
-        let script = format!("echo '{META}'; echo working >&2; sleep 30");
-        assert_fails_and_keeps_old(
+    /// Runs that must fail, keep the old file and leave no temporary file:
+    /// (name, script, kill timer in ms, what the error says).
+    const FAILED_RUNS: [(&str, &str, u64, &str); 8] = [
+        // A hung lab is killed by the timer.
+        (
             "hung",
-            &script,
-            Duration::from_millis(500),
+            "echo 'META'; echo working >&2; sleep 30",
+            500,
             "did not finish within",
-        );
-    }
-
-    #[test]
-    fn a_lab_killed_mid_run_leaves_the_old_file() {
+        ),
         // The lab kills itself with SIGKILL halfway, as an OOM killer would.
-        let script = format!("echo '{META}'; kill -9 $$; echo '{SUMMARY}'");
-        assert_fails_and_keeps_old("killed", &script, Duration::from_secs(10), "signal: 9");
-    }
-
-    #[test]
-    fn invalid_records_fail_the_run() {
-        let garbage = format!("echo '{META}'; echo 'not json'");
-        assert_fails_and_keeps_old(
+        (
+            "killed",
+            "echo 'META'; kill -9 $$; echo 'SUMMARY'",
+            10_000,
+            "signal: 9",
+        ),
+        // Invalid records fail the run.
+        (
             "garbage",
-            &garbage,
-            Duration::from_secs(10),
+            "echo 'META'; echo 'not json'",
+            10_000,
             "stdout line 2",
-        );
-        let no_meta = format!("echo '{SUMMARY}'");
-        assert_fails_and_keeps_old(
+        ),
+        (
             "no-meta",
-            &no_meta,
-            Duration::from_secs(10),
+            "echo 'SUMMARY'",
+            10_000,
             "first record must be meta",
-        );
-        let other_lab = format!("echo '{}'", META.replace("demo", "other"));
-        assert_fails_and_keeps_old(
+        ),
+        (
             "other",
-            &other_lab,
-            Duration::from_secs(10),
+            "echo 'META' | sed s/demo/other/",
+            10_000,
             "expected \"demo\"",
-        );
-        let only_meta = format!("echo '{META}'");
-        assert_fails_and_keeps_old(
-            "only-meta",
-            &only_meta,
-            Duration::from_secs(10),
-            "printed 1 records",
-        );
-    }
-
-    #[test]
-    fn a_failing_lab_shows_its_stderr() {
-        let script = format!("echo '{META}'; echo 'error: port closed' >&2; exit 2");
-        assert_fails_and_keeps_old(
+        ),
+        ("only-meta", "echo 'META'", 10_000, "printed 1 records"),
+        // A failing lab's error shows its stderr.
+        (
             "exit",
-            &script,
-            Duration::from_secs(10),
+            "echo 'META'; echo 'error: port closed' >&2; exit 2",
+            10_000,
             "error: port closed",
-        );
-    }
+        ),
+        // Leftover children are killed and reported.
+        (
+            "leftover",
+            "echo 'META'; echo 'SUMMARY'; (sleep 30 &) ; exit 0",
+            10_000,
+            "left processes running",
+        ),
+    ];
 
     #[test]
-    fn leftover_children_are_killed_and_reported() {
-        let script = format!("echo '{META}'; echo '{SUMMARY}'; (sleep 30 &) ; exit 0");
-        assert_fails_and_keeps_old(
-            "leftover",
-            &script,
-            Duration::from_secs(10),
-            "left processes running",
-        );
+    fn a_failed_run_keeps_the_old_file_and_says_why() {
+        for (name, script, kill_after_ms, expected) in FAILED_RUNS {
+            let (dir, destination) = scratch(name);
+            let kill_after = Duration::from_millis(kill_after_ms);
+            let started = Instant::now();
+            let error = run_lab_command(shell(script), "demo", kill_after, &destination, |_| {})
+                .expect_err(name);
+            let message = format!("{error:#}");
+            assert!(message.contains(expected), "{name}: {message}");
+            assert_eq!(fs::read_to_string(&destination).unwrap(), "old\n", "{name}");
+            assert_eq!(
+                names_in(&dir),
+                ["demo.jsonl"],
+                "{name} left a temporary file"
+            );
+            assert!(
+                started.elapsed() < kill_after + Duration::from_secs(8),
+                "{name} took too long"
+            );
+            fs::remove_dir_all(dir).unwrap();
+        }
     }
 }

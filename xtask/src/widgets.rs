@@ -10,7 +10,7 @@ use std::{
 };
 
 use anyhow::{Context, Result, anyhow, bail};
-use serde::Deserialize;
+use lab_kit::manifest::PackageManifest;
 
 use crate::project::Project;
 
@@ -39,22 +39,6 @@ impl Widget {
     }
 }
 
-#[derive(Deserialize)]
-struct Manifest {
-    package: Package,
-}
-
-#[derive(Deserialize)]
-struct Package {
-    name: String,
-    metadata: Option<Metadata>,
-}
-
-#[derive(Deserialize)]
-struct Metadata {
-    widget: Option<toml::Value>,
-}
-
 /// Every widget crate (crates under widgets/ with `[package.metadata.widget]`).
 pub fn discover(project: &Project) -> Result<Vec<Widget>> {
     let dir = project.root.join("widgets");
@@ -69,14 +53,10 @@ pub fn discover(project: &Project) -> Result<Vec<Widget>> {
             continue;
         }
         let text = fs::read_to_string(&manifest_path)?;
-        let manifest: Manifest = toml::from_str(&text)
+        // The widget's table is only a marker here; its title is for readers.
+        let package = PackageManifest::<toml::Value>::parse(&text, "widget")
             .with_context(|| format!("parsing {}", manifest_path.display()))?;
-        if manifest
-            .package
-            .metadata
-            .and_then(|metadata| metadata.widget)
-            .is_none()
-        {
+        if package.metadata.is_none() {
             continue;
         }
         let name = crate_dir
@@ -84,7 +64,7 @@ pub fn discover(project: &Project) -> Result<Vec<Widget>> {
             .and_then(|name| name.to_str())
             .unwrap_or_default()
             .to_string();
-        if manifest.package.name != format!("widget-{name}") {
+        if package.name != format!("widget-{name}") {
             bail!(
                 "{}: a widget in widgets/{name} must be named widget-{name}",
                 manifest_path.display()
@@ -92,7 +72,7 @@ pub fn discover(project: &Project) -> Result<Vec<Widget>> {
         }
         widgets.push(Widget {
             name,
-            package: manifest.package.name,
+            package: package.name,
             dir: crate_dir,
         });
     }

@@ -2,12 +2,14 @@
 //! description, and `[package.metadata.lab]` (title, budgets, whether it may
 //! run beside other labs). The lab's own `main` reads it (through
 //! `include_str!`) to know its budget, and the xtask reads it to find the labs
-//! and set its kill timers, so the two always agree.
+//! and set its kill timers, so the two always agree. Underneath,
+//! `PackageManifest` reads any `[package.metadata.<table>]`; the xtask's
+//! widgets read theirs (`[package.metadata.widget]`) with it too.
 
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use serde::Deserialize;
+use serde::{Deserialize, de::DeserializeOwned};
 
 use crate::Mode;
 
@@ -28,23 +30,49 @@ pub struct LabInfo {
     pub side_by_side: bool,
 }
 
-#[derive(Deserialize)]
-struct Manifest {
-    package: Package,
+/// A package's manifest as far as the book reads it: the package's name and
+/// description, and its `[package.metadata.<table>]` read as `T`, if it has one.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PackageManifest<T> {
+    pub name: String,
+    pub description: String,
+    pub metadata: Option<T>,
 }
 
-#[derive(Deserialize)]
-struct Package {
-    name: String,
-    #[serde(default)]
-    description: String,
-    #[serde(default)]
-    metadata: Option<Metadata>,
-}
-
-#[derive(Deserialize)]
-struct Metadata {
-    lab: Option<LabMetadata>,
+impl<T: DeserializeOwned> PackageManifest<T> {
+    /// Reads a manifest's text; `table` names the metadata table (`lab` for
+    /// `[package.metadata.lab]`). Other tables and keys are left alone; `T`
+    /// decides whether unknown keys inside its own table are refused.
+    pub fn parse(manifest: &str, table: &str) -> Result<PackageManifest<T>> {
+        #[derive(Deserialize)]
+        struct Manifest {
+            package: Package,
+        }
+        #[derive(Deserialize)]
+        struct Package {
+            name: String,
+            #[serde(default)]
+            description: String,
+            #[serde(default)]
+            metadata: toml::Table,
+        }
+        let manifest: Manifest = toml::from_str(manifest).context("not a valid Cargo.toml")?;
+        let Package {
+            name,
+            description,
+            mut metadata,
+        } = manifest.package;
+        let metadata = metadata
+            .remove(table)
+            .map(toml::Value::try_into)
+            .transpose()
+            .with_context(|| format!("package {name:?}: [package.metadata.{table}]"))?;
+        Ok(PackageManifest {
+            name,
+            description,
+            metadata,
+        })
+    }
 }
 
 #[derive(Deserialize)]
@@ -61,9 +89,8 @@ impl LabInfo {
     /// Reads a manifest's text. `Ok(None)`: a package, but not a lab (no
     /// `[package.metadata.lab]`).
     pub fn parse(manifest: &str) -> Result<Option<LabInfo>> {
-        let manifest: Manifest = toml::from_str(manifest).context("not a valid Cargo.toml")?;
-        let package = manifest.package;
-        let Some(lab) = package.metadata.and_then(|metadata| metadata.lab) else {
+        let package = PackageManifest::<LabMetadata>::parse(manifest, "lab")?;
+        let Some(lab) = package.metadata else {
             return Ok(None);
         };
         let Some(slug) = package.name.strip_prefix("lab-") else {
@@ -99,6 +126,30 @@ impl LabInfo {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reads_any_metadata_table_and_leaves_the_others() {
+        #[derive(Debug, Deserialize, PartialEq)]
+        struct Widget {
+            title: String,
+        }
+        let text = "[package]\nname = \"widget-demo\"\n\n[package.metadata.widget]\ntitle = \"Demo\"\n\n\
+                    [package.metadata.other]\nanything = 1\n";
+        let read = PackageManifest::<Widget>::parse(text, "widget").expect("a manifest");
+        assert_eq!(read.name, "widget-demo");
+        assert_eq!(
+            read.metadata,
+            Some(Widget {
+                title: "Demo".into()
+            })
+        );
+        let none = PackageManifest::<Widget>::parse(text, "lab").expect("a manifest");
+        assert_eq!(none.metadata, None);
+        let wrong = PackageManifest::<Widget>::parse(&text.replace("title", "name"), "widget");
+        assert!(
+            format!("{:#}", wrong.expect_err("no title")).contains("[package.metadata.widget]")
+        );
+    }
 
     const DEMO: &str = "[package]\nname = \"lab-demo\"\ndescription = \"a demo\"\n\n\
                         [package.metadata.lab]\ntitle = \"Demo\" # a comment\n\

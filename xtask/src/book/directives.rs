@@ -1,178 +1,15 @@
-//! Building the book: mdBook 0.5 used as a library, after the book's own
-//! directives are expanded from the lab data:
-//!
-//! - `{{#chart <slug>/<name>}}`: a figure with the light and the dark SVG of a
-//!   chart and a caption naming the run that fed it;
-//! - `{{#table <slug> <sample|summary> <field,...> [series,...]}}`: a table of
-//!   records, so numbers in a chapter come from the data, not from prose;
-//! - `{{#value <slug> <series> <field>}}`: one field of one summary record,
-//!   inline, so a number quoted in a sentence is the number of the run; its
-//!   tooltip names the data file, the series and the field;
-//! - `{{#widget <name>}}`: the container and the module script of a widget.
-//!
-//! A directive preceded by a backslash is left as text (without the backslash).
+//! The book's own directives, expanded from the lab data before mdBook sees
+//! a chapter: `{{#chart}}`, `{{#table}}`, `{{#value}}` and `{{#widget}}` (see
+//! the module above for what each becomes). A directive preceded by a
+//! backslash is left as text (without the backslash).
 
-use std::{
-    collections::HashMap,
-    fs,
-    path::{Path, PathBuf},
-};
+use anyhow::{Context, Result, bail, ensure};
 
-use anyhow::{Context, Result, anyhow, bail, ensure};
-use mdbook_driver::{MDBook, book::Chapter};
-
+use super::LabData;
 use crate::{
-    charts::{self, ChartSpec, THEMES},
-    data::{Clock, PointKind, RunData},
-    project::Project,
-    steps::Steps,
-    widgets,
+    charts::{self, THEMES},
+    data::{Clock, PointKind},
 };
-
-/// What the directives read: each lab's chart specs and run data.
-pub struct LabData {
-    data_dir: PathBuf,
-    specs: HashMap<String, Vec<ChartSpec>>,
-    runs: HashMap<String, RunData>,
-    widgets: Vec<String>,
-}
-
-impl LabData {
-    pub fn load(project: &Project, data_dir: &Path) -> Result<LabData> {
-        let mut specs = HashMap::new();
-        let mut runs = HashMap::new();
-        for lab in project.labs()? {
-            specs.insert(lab.slug.clone(), charts::load_specs(&lab)?);
-            let path = data_dir.join(format!("{}.jsonl", lab.slug));
-            if path.exists() {
-                runs.insert(lab.slug.clone(), RunData::load(&path)?);
-            }
-        }
-        let widgets = widgets::discover(project)?
-            .into_iter()
-            .map(|widget| widget.name)
-            .collect();
-        Ok(LabData {
-            data_dir: data_dir.to_path_buf(),
-            specs,
-            runs,
-            widgets,
-        })
-    }
-
-    fn run(&self, slug: &str) -> Result<&RunData> {
-        if !self.specs.contains_key(slug) {
-            bail!("no lab named {slug:?}");
-        }
-        self.runs
-            .get(slug)
-            .ok_or_else(|| anyhow!("no data for lab {slug:?} in {}", self.data_dir.display()))
-    }
-}
-
-/// Builds the book from `data_dir` into target/book and returns index.html,
-/// in three steps: the charts, the widgets, the book itself.
-pub fn build(project: &Project, data_dir: &Path, steps: &mut Steps) -> Result<PathBuf> {
-    let written = steps.run("draw the charts", || {
-        let written = charts::draw_all(project, data_dir)?;
-        eprintln!("    {written} SVG files from {}", data_dir.display());
-        Ok(written)
-    })?;
-    steps.run("build the widgets (wasm32)", || build_widgets(project))?;
-    steps.run("build the book (mdBook)", || {
-        render(project, data_dir, written)
-    })
-}
-
-fn build_widgets(project: &Project) -> Result<()> {
-    let sizes = widgets::build_all(project)?;
-    for size in &sizes {
-        eprintln!(
-            "    widget {}: {} KB of JS and wasm ({} KB gzipped; limit {} KB)",
-            size.name,
-            size.bytes / 1000,
-            size.gzip_bytes / 1000,
-            widgets::SIZE_LIMIT / 1000
-        );
-        ensure!(
-            size.bytes <= widgets::SIZE_LIMIT,
-            "widget {} is over its size limit",
-            size.name
-        );
-    }
-    Ok(())
-}
-
-fn render(project: &Project, data_dir: &Path, written: usize) -> Result<PathBuf> {
-    let lab_data = LabData::load(project, data_dir)?;
-    let mut book =
-        MDBook::load(&project.root).map_err(|error| anyhow!("loading the book: {error:#}"))?;
-    let mut failures = Vec::new();
-    book.book.for_each_chapter_mut(|chapter| {
-        if let Err(error) = expand_chapter(chapter, &lab_data) {
-            failures.push(error);
-        }
-    });
-    if let Some(first) = failures.into_iter().next() {
-        return Err(first);
-    }
-    book.build()
-        .map_err(|error| anyhow!("building the book: {error:#}"))?;
-
-    // mdBook empties its output folder when it renders, so the charts and the
-    // data they came from are copied in afterwards. It also copies book/data
-    // (the reference runs) as a plain folder; the book links to lab-data/,
-    // the runs it was actually drawn from, so that copy goes.
-    let out = project.book_out();
-    let copied_reference = out.join("data");
-    if copied_reference.is_dir() {
-        fs::remove_dir_all(&copied_reference)
-            .with_context(|| format!("removing {}", copied_reference.display()))?;
-    }
-    copy_dir(&project.charts_dir(), &out.join("charts"))?;
-    copy_dir(&project.root.join("target/widgets"), &out.join("widgets"))?;
-    let data_out = out.join("lab-data");
-    fs::create_dir_all(&data_out)?;
-    for slug in lab_data.runs.keys() {
-        let name = format!("{slug}.jsonl");
-        fs::copy(data_dir.join(&name), data_out.join(&name))
-            .with_context(|| format!("copying {name}"))?;
-    }
-    eprintln!(
-        "    {written} chart files, {} data files",
-        lab_data.runs.len()
-    );
-    Ok(out.join("index.html"))
-}
-
-fn copy_dir(from: &Path, to: &Path) -> Result<()> {
-    if !from.exists() {
-        return Ok(());
-    }
-    fs::create_dir_all(to).with_context(|| format!("creating {}", to.display()))?;
-    for entry in fs::read_dir(from).with_context(|| format!("reading {}", from.display()))? {
-        let entry = entry?;
-        let target = to.join(entry.file_name());
-        if entry.file_type()?.is_dir() {
-            copy_dir(&entry.path(), &target)?;
-        } else {
-            fs::copy(entry.path(), &target)
-                .with_context(|| format!("copying to {}", target.display()))?;
-        }
-    }
-    Ok(())
-}
-
-fn expand_chapter(chapter: &mut Chapter, lab_data: &LabData) -> Result<()> {
-    let Some(path) = chapter.path.clone() else {
-        return Ok(());
-    };
-    let depth = path.components().count().saturating_sub(1);
-    let to_root = "../".repeat(depth);
-    chapter.content = expand(&chapter.content, &to_root, lab_data)
-        .with_context(|| format!("book/{}", path.display()))?;
-    Ok(())
-}
 
 /// Replaces every directive in `text`.
 pub fn expand(text: &str, to_root: &str, lab_data: &LabData) -> Result<String> {
@@ -388,7 +225,10 @@ fn html_escape(text: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::{collections::HashMap, path::PathBuf};
+
     use super::*;
+    use crate::data::RunData;
 
     const RUN: &str = concat!(
         r#"{"type":"meta","data":{"lab":"demo","mode":"quick","started":"2026-11-29T18:00:00Z","time_scale":1.0,"params":{},"machine":{"cpu":"Test CPU","cores":2,"os":"linux","kernel":"6.1","rustc":"rustc 1","crates":{}}}}"#,

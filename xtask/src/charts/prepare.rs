@@ -1,0 +1,155 @@
+//! A chart's data pulled out of a run and checked against its spec: the
+//! series in order, their points, lanes for overlapping segments, and the
+//! marks' values.
+
+use anyhow::{Context, Result, bail, ensure};
+
+use super::{ChartSpec, Kind, layout};
+use crate::data::{PointKind, RunData};
+
+/// A chart's data, pulled out of a run and checked.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    pub series: Vec<PreparedSeries>,
+    pub marks: Vec<(String, f64)>,
+}
+
+#[derive(Debug, Clone)]
+pub struct PreparedSeries {
+    pub name: String,
+    /// (x, y, x_end); x is the bar index for bar charts.
+    pub points: Vec<(f64, f64, f64)>,
+    /// The palette slot it is drawn in: its place in the chart until
+    /// [`Colours`] gives it the one its name has in every chart of the lab.
+    pub colour: usize,
+}
+
+impl ChartSpec {
+    fn record_kind(&self) -> PointKind {
+        self.record.unwrap_or(match self.kind {
+            Kind::Bar => PointKind::Summary,
+            Kind::Line | Kind::Points | Kind::Segments => PointKind::Sample,
+        })
+    }
+
+    /// Checks the spec against the run and extracts what the chart draws.
+    pub fn prepare(&self, run: &RunData) -> Result<Prepared> {
+        let kind = self.record_kind();
+        if self.kind != Kind::Bar {
+            ensure!(self.x.is_some(), "a {:?} chart needs an x field", self.kind);
+        }
+        if self.kind == Kind::Segments {
+            ensure!(
+                self.x_end.is_some(),
+                "a segments chart needs an x_end field"
+            );
+        }
+        ensure!(
+            !(self.kind == Kind::Bar && (self.log_x || self.log_y)),
+            "bar charts have no log scale"
+        );
+        let points = run.points(kind);
+        let mut names: Vec<String> = Vec::new();
+        if self.series.is_empty() {
+            for point in points {
+                if !names.contains(&point.series) {
+                    names.push(point.series.clone());
+                }
+            }
+        } else {
+            names = self.series.clone();
+        }
+        ensure!(!names.is_empty(), "the run has no {kind:?} records to draw");
+        let mut series = Vec::new();
+        for (index, name) in names.iter().enumerate() {
+            let mut prepared = PreparedSeries {
+                name: name.clone(),
+                points: Vec::new(),
+                colour: index,
+            };
+            for point in points.iter().filter(|point| &point.series == name) {
+                let y = point.number(&self.y)?;
+                let x = match &self.x {
+                    Some(field) if self.kind != Kind::Bar => point.number(field)?,
+                    _ => index as f64,
+                };
+                let x_end = match &self.x_end {
+                    Some(field) => point.number(field)?,
+                    None => x,
+                };
+                if (self.log_x && x <= 0.0) || (self.log_y && y <= 0.0) {
+                    bail!("series {name:?} has a value at or below 0 on a log axis");
+                }
+                prepared.points.push((x, y, x_end));
+            }
+            ensure!(
+                !prepared.points.is_empty(),
+                "series {name:?} has no {kind:?} records"
+            );
+            if self.kind == Kind::Bar {
+                ensure!(
+                    prepared.points.len() == 1,
+                    "series {name:?} has {} {kind:?} records; a bar needs one",
+                    prepared.points.len()
+                );
+            }
+            prepared.points.sort_by(|a, b| a.0.total_cmp(&b.0));
+            series.push(prepared);
+        }
+        if self.lanes {
+            ensure!(self.kind == Kind::Segments, "lanes are for segments charts");
+            spread_into_lanes(&mut series);
+        }
+        for window in self.y_ticks.windows(2) {
+            ensure!(
+                window[0].0 < window[1].0,
+                "y_ticks must be in increasing order"
+            );
+        }
+        let mut marks = Vec::new();
+        for mark in &self.mark {
+            let point = run
+                .summaries
+                .iter()
+                .find(|point| point.series == mark.series)
+                .with_context(|| {
+                    format!(
+                        "mark {:?}: no summary for series {:?}",
+                        mark.label, mark.series
+                    )
+                })?;
+            match point.values.get(&mark.field) {
+                Some(list @ lab_kit::Value::List(_)) => {
+                    let values = list.as_numbers().with_context(|| {
+                        format!(
+                            "mark {:?}: field {:?} of {:?} is not a list of numbers",
+                            mark.label, mark.field, mark.series
+                        )
+                    })?;
+                    for (index, value) in values.iter().enumerate() {
+                        marks.push((format!("{} {}", mark.label, index + 1), *value));
+                    }
+                }
+                _ => marks.push((mark.label.clone(), point.number(&mark.field)?)),
+            }
+        }
+        Ok(Prepared { series, marks })
+    }
+}
+
+/// Moves every segment to its row (the nearest integer of y) plus the offset
+/// of its lane, lanes taken across all series so no bar hides another.
+fn spread_into_lanes(series: &mut [PreparedSeries]) {
+    let segments: Vec<(f64, f64, f64)> = series
+        .iter()
+        .flat_map(|one| one.points.iter().map(|&(x, y, x_end)| (x, x_end, y)))
+        .collect();
+    let lanes = layout::assign_lanes(&segments);
+    let mut next = lanes.into_iter();
+    for one in series.iter_mut() {
+        for point in one.points.iter_mut() {
+            let (lane, count) = next.next().expect("one lane per segment");
+            point.1 = point.1.round() + layout::lane_offset(lane, count);
+        }
+    }
+}

@@ -1,0 +1,92 @@
+//! Strict check: no public type name (`pub` or `pub(crate)` `struct`, `enum`,
+//! `trait` or `type`) is defined twice in the workspace, so a name found in
+//! an error, a chapter or a search means one thing (each lab's `Config` is
+//! its own `<Lab>Config`).
+
+use std::collections::BTreeMap;
+
+use super::Problems;
+
+/// The public type names a source defines, with their line numbers.
+fn definitions(source: &str) -> Vec<(&str, usize)> {
+    let mut found = Vec::new();
+    for (index, line) in source.lines().enumerate() {
+        let Some(rest) = ["pub(crate) ", "pub "]
+            .iter()
+            .find_map(|visibility| line.trim_start().strip_prefix(visibility))
+        else {
+            continue;
+        };
+        let Some(rest) = ["struct ", "enum ", "trait ", "type "]
+            .iter()
+            .find_map(|keyword| rest.strip_prefix(keyword))
+        else {
+            continue;
+        };
+        let end = rest
+            .find(|character: char| !(character.is_alphanumeric() || character == '_'))
+            .unwrap_or(rest.len());
+        if end > 0 {
+            found.push((&rest[..end], index + 1));
+        }
+    }
+    found
+}
+
+/// Checks every source at once: `(path from the workspace root, text)`.
+pub(super) fn check(sources: &[(String, String)], problems: &mut Problems) {
+    let mut places: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    for (path, text) in sources {
+        if path.starts_with("drafts/") {
+            continue;
+        }
+        for (name, line) in definitions(text) {
+            places
+                .entry(name)
+                .or_default()
+                .push(format!("{path}:{line}"));
+        }
+    }
+    for (name, places) in places {
+        if places.len() > 1 {
+            problems.add(format!(
+                "public type name {name} is defined {} times ({}): give each its own name",
+                places.len(),
+                places.join(", ")
+            ));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_public_name_defined_twice_is_named_with_its_places() {
+        let sources = [
+            (
+                "labs/a/src/lib.rs",
+                "//! a\npub struct Config {\n}\nstruct Private;\n/// pub struct Doc\n",
+            ),
+            (
+                "labs/b/src/lib.rs",
+                "//! b\n\npub(crate) enum Config<T> { A(T) }\nstruct Private;\n",
+            ),
+            (
+                "xtask/src/x.rs",
+                "//! x\n    pub type Alias = u8;\npub trait Unique {}\n",
+            ),
+            ("drafts/c/src/lib.rs", "pub type Alias = u16;\n"),
+        ]
+        .map(|(path, text)| (path.to_string(), text.to_string()));
+        let mut problems = Problems::default();
+        check(&sources, &mut problems);
+        assert_eq!(
+            problems.0,
+            [
+                "public type name Config is defined 2 times (labs/a/src/lib.rs:2, labs/b/src/lib.rs:3): give each its own name"
+            ]
+        );
+    }
+}
