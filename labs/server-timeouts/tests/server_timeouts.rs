@@ -40,8 +40,8 @@ use axum::{
 };
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use lab_keepalive_race::wire::{Wire, WireError, get_request};
 use lab_kit::server::spawn_axum;
+use lab_server_timeouts::stalled_client::{ConnectionEnd, RawConnection, get_request};
 use tokio::{net::TcpListener, task::JoinHandle};
 use tower::{BoxError, Layer, Service, ServiceBuilder, ServiceExt};
 
@@ -165,23 +165,25 @@ fn router_refuses_towers_timeout_layer_for_its_error_type_alone() {
 /// connection, then `/` on the same one.
 async fn slow_then_quick(app: Router) -> (u16, Duration, bool, u16, u64) {
     let server = spawn_axum(app).await.expect("starting axum::serve");
-    let mut wire = Wire::connect(server.addr, PATIENCE)
+    let mut connection = RawConnection::connect(server.addr, PATIENCE)
         .await
         .expect("connecting");
     let host = server.addr.to_string();
     let started = Instant::now();
-    wire.send(&get_request("/slow", &host))
+    connection
+        .send(&get_request("/slow", &host))
         .await
         .expect("sending /slow");
-    let slow = tokio::time::timeout(PATIENCE, wire.read_response("GET"))
+    let slow = tokio::time::timeout(PATIENCE, connection.read_answer())
         .await
         .expect("an answer to /slow within the patience")
         .expect("a complete response to /slow");
     let waited = started.elapsed();
-    wire.send(&get_request("/", &host))
+    connection
+        .send(&get_request("/", &host))
         .await
         .expect("sending / on the same connection");
-    let quick = tokio::time::timeout(PATIENCE, wire.read_response("GET"))
+    let quick = tokio::time::timeout(PATIENCE, connection.read_answer())
         .await
         .expect("an answer to / within the patience")
         .expect("a complete response to / on the same connection");
@@ -346,17 +348,18 @@ async fn an_explicit_header_read_timeout_without_a_timer_kills_every_connection(
     ];
     for (name, server) in &servers {
         // A complete, ordinary request: the server never answers it.
-        let mut wire = Wire::connect(server.addr, PATIENCE)
+        let mut connection = RawConnection::connect(server.addr, PATIENCE)
             .await
             .expect("connecting");
-        wire.send(&get_request("/", &server.addr.to_string()))
+        connection
+            .send(&get_request("/", &server.addr.to_string()))
             .await
             .expect("sending");
-        let answer = tokio::time::timeout(PATIENCE, wire.read_response("GET"))
+        let answer = tokio::time::timeout(PATIENCE, connection.read_answer())
             .await
             .unwrap_or_else(|_| panic!("{name}: neither an answer nor a closed connection"));
         match answer {
-            Err(WireError::Closed { partial: 0 } | WireError::Reset) => {}
+            Err(ConnectionEnd::Closed | ConnectionEnd::Reset) if connection.buffered() == 0 => {}
             other => panic!("{name}: expected a dead connection, got {other:?}"),
         }
         // The server's side: the connection's task panicked, with hyper's message.
@@ -435,14 +438,17 @@ async fn half_header_closed_within(
     addr: std::net::SocketAddr,
     window: Duration,
 ) -> Option<Duration> {
-    let mut wire = Wire::connect(addr, PATIENCE).await.expect("connecting");
-    wire.send(format!("GET / HTTP/1.1\r\nHost: {addr}\r\n").as_bytes())
+    let mut connection = RawConnection::connect(addr, PATIENCE)
+        .await
+        .expect("connecting");
+    connection
+        .send(format!("GET / HTTP/1.1\r\nHost: {addr}\r\n").as_bytes())
         .await
         .expect("sending half a head");
     let started = Instant::now();
-    match tokio::time::timeout(window, wire.wait_for_activity()).await {
+    match tokio::time::timeout(window, connection.fill()).await {
         Err(_) => None,
-        Ok(Ok(None) | Err(WireError::Reset)) => Some(started.elapsed()),
+        Ok(Err(ConnectionEnd::Closed | ConnectionEnd::Reset)) => Some(started.elapsed()),
         Ok(other) => panic!("unexpected activity on a half-sent request: {other:?}"),
     }
 }
