@@ -162,3 +162,78 @@ impl LoopbackServer {
         format!("http://{}{path}", self.addr())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use tokio::{
+        io::{AsyncReadExt, AsyncWriteExt},
+        net::TcpStream,
+    };
+
+    use super::*;
+
+    fn app() -> axum::Router {
+        axum::Router::new().route("/", axum::routing::get(|| async { "ok\n" }))
+    }
+
+    /// Sends `request` and reads until the server closes, at most `bound`;
+    /// `None` if the connection was still open then.
+    async fn read_until_closed(
+        addr: SocketAddr,
+        request: &[u8],
+        bound: Duration,
+    ) -> Option<String> {
+        let mut stream = TcpStream::connect(addr).await.expect("connecting");
+        stream.write_all(request).await.expect("sending");
+        let mut received = Vec::new();
+        let read = tokio::time::timeout(bound, stream.read_to_end(&mut received)).await;
+        read.ok()
+            .map(|_| String::from_utf8_lossy(&received).into_owned())
+    }
+
+    #[tokio::test]
+    async fn hyper_with_a_timer_answers_and_closes_a_half_sent_head_at_its_timeout() {
+        let timeout = Duration::from_millis(200);
+        let server = spawn_hyper(http1_builder(Some(timeout)), app())
+            .await
+            .expect("starting hyper");
+        assert!(server.addr.ip().is_loopback());
+        let answered = read_until_closed(
+            server.addr,
+            b"GET / HTTP/1.1\r\nHost: lab\r\nConnection: close\r\n\r\n",
+            Duration::from_secs(5),
+        )
+        .await
+        .expect("an answered request with Connection: close ends");
+        assert!(answered.starts_with("HTTP/1.1 200"), "{answered}");
+        let started = std::time::Instant::now();
+        let half =
+            read_until_closed(server.addr, b"GET / HTTP/1.1\r\n", Duration::from_secs(5)).await;
+        assert!(
+            half.is_some(),
+            "hyper with a timer kept a half-sent head open"
+        );
+        assert!(started.elapsed() >= timeout, "closed before its timeout");
+    }
+
+    #[tokio::test]
+    async fn dropping_a_hyper_server_closes_its_connections() {
+        let server = spawn_hyper(http1_builder(None), app())
+            .await
+            .expect("starting hyper");
+        let addr = server.addr;
+        let mut stream = TcpStream::connect(addr).await.expect("connecting");
+        stream
+            .write_all(b"GET / HTTP/1.1\r\nHost: lab\r\n")
+            .await
+            .expect("sending half a head");
+        // Let the accept loop take the connection before the server goes.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        drop(LoopbackServer::Hyper(server));
+        let mut rest = Vec::new();
+        let read = tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut rest))
+            .await
+            .expect("the connection outlived its server");
+        assert_eq!(read.expect("an orderly close"), 0);
+    }
+}
