@@ -203,6 +203,16 @@ pub fn parse_args(arguments: &[String]) -> Result<IdleProbeArgs> {
         .filter(|item| *item != "--allow-remote")
         .cloned()
         .collect();
+    // A name is known before its value is read, so `--bogus` alone is an
+    // unknown flag rather than one that needs a value.
+    let known = ["--target", "--path", "--window"];
+    if let Some(unknown) = pairs
+        .iter()
+        .step_by(2)
+        .find(|name| !known.contains(&name.as_str()))
+    {
+        bail!("unknown probe flag {unknown:?} (see probe --help)");
+    }
     let mut target = None;
     let mut path = "/".to_string();
     let mut window = Duration::from_secs(75);
@@ -322,11 +332,13 @@ mod tests {
         let remote = parse_args(&strings(&["--allow-remote", "--target", "a:1"])).unwrap();
         assert!(remote.allow_remote);
         assert_eq!(remote.target, "a:1");
-        let unknown = parse_args(&strings(&["--target", "a:1", "--bogus", "1"])).unwrap_err();
-        assert_eq!(
-            format!("{unknown:#}"),
-            "unknown probe flag \"--bogus\" (see probe --help)"
-        );
+        for bogus in [&["--target", "a:1", "--bogus", "1"][..], &["--bogus"]] {
+            let unknown = parse_args(&strings(bogus)).unwrap_err();
+            assert_eq!(
+                format!("{unknown:#}"),
+                "unknown probe flag \"--bogus\" (see probe --help)"
+            );
+        }
     }
 
     #[tokio::test]
