@@ -1,5 +1,5 @@
-//! A small HTTP/1.1 load balancer with a keep-alive pool to one upstream, and
-//! a link-delay shim to put between it and the backend.
+//! A small HTTP/1.1 load balancer with a keep-alive pool to one upstream (put
+//! a [`LinkDelay`](crate::link_delay::LinkDelay) between it and the backend).
 //!
 //! The balancer behaves the way AWS ALB, nginx and Envoy do in the one respect
 //! this lab is about: it keeps idle upstream connections in a pool for its own
@@ -7,16 +7,11 @@
 //! connections it has already seen closed, never retries, and answers 502 when
 //! the upstream closes or resets before a response.
 //!
-//! The shim delays every byte, and every close, by a fixed one-way delay. On
-//! loopback a FIN arrives in microseconds, so the race between a FIN and a new
-//! request almost never happens; with the shim it happens whenever a request
-//! leaves within one round trip of the backend closing, as it does across a
-//! real network. Nothing here depends on the rest of the lab except the
-//! `wire` module, so both could move to the kit unchanged.
+//! Nothing here depends on the rest of the lab except the `wire` module, so
+//! both could move to the kit unchanged.
 //!
 //! Simplifications: one upstream; request bodies framed by `Content-Length`
-//! only; one request at a time per connection (no pipelining); a reset on one
-//! side of the shim is passed on as a close.
+//! only; one request at a time per connection (no pipelining).
 
 use std::{
     net::SocketAddr,
@@ -29,140 +24,16 @@ use std::{
 };
 
 use anyhow::{Context, Result};
+use lab_kit::net::{AbortOnDrop, bind_loopback, spawn_accept_loop};
 use serde::Serialize;
-use tokio::{
-    io::{AsyncReadExt, AsyncWriteExt},
-    net::{
-        TcpListener, TcpStream,
-        tcp::{OwnedReadHalf, OwnedWriteHalf},
-    },
-    sync::mpsc,
-    task::{JoinHandle, JoinSet},
-};
+use tokio::net::TcpStream;
 
 use crate::wire::{Request, Response, Wire};
 
-/// An aborting task handle: the server stops when its owner is dropped.
-struct AbortOnDrop(JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
-/// Binds 127.0.0.1 on a port the kernel picks.
-async fn bind_loopback() -> Result<TcpListener> {
-    TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0))
-        .await
-        .context("binding 127.0.0.1:0")
-}
-
-/// Accepts connections until aborted and hands each to `serve`; the
-/// connection tasks die with the accept task.
-fn spawn_accept_loop<F, Fut>(listener: TcpListener, serve: F) -> AbortOnDrop
-where
-    F: Fn(TcpStream) -> Fut + Send + 'static,
-    Fut: std::future::Future<Output = ()> + Send + 'static,
-{
-    AbortOnDrop(tokio::spawn(async move {
-        let mut connections = JoinSet::new();
-        loop {
-            match listener.accept().await {
-                Ok((stream, _)) => {
-                    let _ = stream.set_nodelay(true);
-                    while connections.try_join_next().is_some() {}
-                    connections.spawn(serve(stream));
-                }
-                Err(_) => tokio::time::sleep(Duration::from_millis(5)).await,
-            }
-        }
-    }))
-}
-
-// ---------------------------------------------------------------------------
-// The link-delay shim
-
-/// A TCP relay that delays each direction by `one_way` delay: bytes, and the
-/// close that follows them, arrive `one_way` after they were sent.
-pub struct LinkDelay {
-    pub addr: SocketAddr,
-    _task: AbortOnDrop,
-}
-
-enum Segment {
-    Bytes(Vec<u8>),
-    /// The sender closed (or reset) its side.
-    Close,
-}
-
-impl LinkDelay {
-    /// Listens on 127.0.0.1:0; every connection to it is relayed to `upstream`.
-    pub async fn spawn(upstream: SocketAddr, one_way: Duration) -> Result<LinkDelay> {
-        let listener = bind_loopback().await?;
-        let addr = listener
-            .local_addr()
-            .context("reading the shim's address")?;
-        let task = spawn_accept_loop(listener, move |downstream| async move {
-            let Ok(upstream) = TcpStream::connect(upstream).await else {
-                return;
-            };
-            let _ = upstream.set_nodelay(true);
-            let (down_read, down_write) = downstream.into_split();
-            let (up_read, up_write) = upstream.into_split();
-            tokio::join!(
-                relay(down_read, up_write, one_way),
-                relay(up_read, down_write, one_way)
-            );
-        });
-        Ok(LinkDelay { addr, _task: task })
-    }
-}
-
-/// One direction of the shim: a reader stamps each segment with the moment
-/// it must be delivered, a writer delivers it then. The reader never waits
-/// for the writer, so the delay is a delay, not a throughput limit.
-async fn relay(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, one_way: Duration) {
-    let (sender, mut receiver) = mpsc::unbounded_channel::<(Instant, Segment)>();
-    let reader = async move {
-        let mut chunk = vec![0u8; 16 * 1024];
-        loop {
-            let segment = match from.read(&mut chunk).await {
-                Ok(0) | Err(_) => Segment::Close,
-                Ok(count) => Segment::Bytes(chunk[..count].to_vec()),
-            };
-            let closing = matches!(segment, Segment::Close);
-            if sender.send((Instant::now() + one_way, segment)).is_err() || closing {
-                return;
-            }
-        }
-    };
-    let writer = async move {
-        while let Some((due, segment)) = receiver.recv().await {
-            tokio::time::sleep_until(due.into()).await;
-            match segment {
-                Segment::Bytes(bytes) => {
-                    if to.write_all(&bytes).await.is_err() {
-                        return;
-                    }
-                }
-                Segment::Close => {
-                    let _ = to.shutdown().await;
-                    return;
-                }
-            }
-        }
-    };
-    tokio::join!(reader, writer);
-}
-
-// ---------------------------------------------------------------------------
-// The balancer
-
 /// How the balancer behaves.
 #[derive(Debug, Clone, Copy)]
-pub struct BalancerConfig {
-    /// Where requests go (the backend, or a [`LinkDelay`] in front of it).
+pub struct PoolingBalancerConfig {
+    /// Where requests go (the backend, or a [`LinkDelay`](crate::link_delay::LinkDelay) in front of it).
     pub upstream: SocketAddr,
     /// Pooled upstream connections idle for this long are closed, never
     /// reused (AWS ALB: 60 s by default).
@@ -188,7 +59,7 @@ struct Counters {
 
 /// A snapshot of the balancer's counters.
 #[derive(Debug, Clone, Copy, Default, Serialize)]
-pub struct BalancerStats {
+pub struct PoolingBalancerStats {
     pub requests: u64,
     /// New TCP connections to the upstream.
     pub upstream_connects: u64,
@@ -210,7 +81,7 @@ struct Pooled {
 }
 
 struct Shared {
-    config: BalancerConfig,
+    config: PoolingBalancerConfig,
     /// Idle upstream connections, most recently used last. A std Mutex: it is
     /// held for a push or a pop, never across an await.
     pool: Mutex<Vec<Pooled>>,
@@ -218,15 +89,15 @@ struct Shared {
 }
 
 /// A running balancer. Dropping it stops it and closes its connections.
-pub struct Balancer {
+pub struct PoolingBalancer {
     pub addr: SocketAddr,
     shared: Arc<Shared>,
     _task: AbortOnDrop,
 }
 
-impl Balancer {
+impl PoolingBalancer {
     /// Listens on 127.0.0.1:0 and forwards every request to `config.upstream`.
-    pub async fn spawn(config: BalancerConfig) -> Result<Balancer> {
+    pub async fn spawn(config: PoolingBalancerConfig) -> Result<PoolingBalancer> {
         let listener = bind_loopback().await?;
         let addr = listener
             .local_addr()
@@ -237,20 +108,20 @@ impl Balancer {
             counters: Counters::default(),
         });
         let for_connections = Arc::clone(&shared);
-        let task = spawn_accept_loop(listener, move |stream| {
+        let task = spawn_accept_loop(listener, move |stream, _peer| {
             serve_downstream(Arc::clone(&for_connections), stream)
         });
-        Ok(Balancer {
+        Ok(PoolingBalancer {
             addr,
             shared,
             _task: task,
         })
     }
 
-    pub fn stats(&self) -> BalancerStats {
+    pub fn stats(&self) -> PoolingBalancerStats {
         let counters = &self.shared.counters;
         let load = |counter: &AtomicU64| counter.load(Ordering::SeqCst);
-        BalancerStats {
+        PoolingBalancerStats {
             requests: load(&counters.requests),
             upstream_connects: load(&counters.upstream_connects),
             reused: load(&counters.reused),

@@ -10,7 +10,7 @@ fn main() -> ExitCode {
         return lab_kit::cli::run_subcommand(lab_keepalive_race::probe::run_probe(&arguments[1..]));
     }
     lab_kit::cli::run_lab(include_str!("../Cargo.toml"), |mode, mut out| async move {
-        let config = lab_keepalive_race::Config::for_mode(mode);
+        let config = lab_keepalive_race::KeepaliveConfig::for_mode(mode);
         lab_keepalive_race::run(mode, &config, &mut out).await
     })
 }

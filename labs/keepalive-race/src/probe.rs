@@ -12,13 +12,14 @@ use std::{
 };
 
 use anyhow::{Context, Result, bail};
+use lab_kit::flags::Flags;
 use serde::Serialize;
 
 use crate::wire::{Wire, WireError, get_request, keep_alive_timeout};
 
 /// What to probe and for how long.
 #[derive(Debug, Clone)]
-pub struct ProbeConfig {
+pub struct IdleProbeConfig {
     pub target: SocketAddr,
     /// The `Host` header to send (the target as the user typed it).
     pub host: String,
@@ -29,9 +30,9 @@ pub struct ProbeConfig {
     pub window: Duration,
 }
 
-impl ProbeConfig {
-    pub fn new(target: SocketAddr, window: Duration) -> ProbeConfig {
-        ProbeConfig {
+impl IdleProbeConfig {
+    pub fn new(target: SocketAddr, window: Duration) -> IdleProbeConfig {
+        IdleProbeConfig {
             target,
             host: target.to_string(),
             path: "/".into(),
@@ -49,7 +50,7 @@ impl ProbeConfig {
 
 /// What the probe saw.
 #[derive(Debug, Clone, Serialize)]
-pub struct ProbeReport {
+pub struct IdleProbeReport {
     pub status: u16,
     /// `timeout=` of the `Keep-Alive` header, in seconds, if the server sent one.
     pub advertised_s: Option<f64>,
@@ -68,7 +69,7 @@ pub struct ProbeReport {
 // ANCHOR: probe
 /// Sends one request, reads the whole response, then watches the idle
 /// connection until the server closes it or the window ends.
-pub async fn probe(config: &ProbeConfig) -> Result<ProbeReport> {
+pub async fn probe(config: &IdleProbeConfig) -> Result<IdleProbeReport> {
     let mut wire = Wire::connect(config.target, config.connect_timeout)
         .await
         .with_context(|| format!("connecting to {}", config.target))?;
@@ -88,7 +89,7 @@ pub async fn probe(config: &ProbeConfig) -> Result<ProbeReport> {
     // The idle period starts now: the connection is back to "between requests".
     let idle_since = Instant::now();
     let advertised_s = response.header("keep-alive").and_then(keep_alive_timeout);
-    let mut report = ProbeReport {
+    let mut report = IdleProbeReport {
         status: response.status,
         advertised_s,
         connection_close: response.close,
@@ -129,7 +130,7 @@ pub async fn probe(config: &ProbeConfig) -> Result<ProbeReport> {
 // ANCHOR_END: probe
 
 /// The one-paragraph verdict the `probe` subcommand prints.
-pub fn verdict(config: &ProbeConfig, report: &ProbeReport) -> String {
+pub fn verdict(config: &IdleProbeConfig, report: &IdleProbeReport) -> String {
     let advertised = match report.advertised_s {
         Some(seconds) => format!("advertises Keep-Alive: timeout={seconds}"),
         None => "sends no Keep-Alive header".to_string(),
@@ -180,7 +181,7 @@ pub fn verdict(config: &ProbeConfig, report: &ProbeReport) -> String {
 
 /// The `probe` subcommand's arguments.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ProbeArgs {
+pub struct IdleProbeArgs {
     pub target: String,
     pub path: String,
     pub window: Duration,
@@ -193,42 +194,48 @@ pub const PROBE_USAGE: &str = "Usage: lab-keepalive-race probe --target HOST:POR
      open.\nBounded: at most 2 s to connect + 5 s for the response + the window (75 s by \
      default).\nLoopback targets only, unless --allow-remote is given.";
 
-/// Parses the arguments after `probe`.
-pub fn parse_args(arguments: &[String]) -> Result<ProbeArgs> {
+/// Parses the arguments after `probe`: `--allow-remote` alone, every other
+/// flag with one value (the kit's [`Flags`]).
+pub fn parse_args(arguments: &[String]) -> Result<IdleProbeArgs> {
+    let allow_remote = arguments.iter().any(|item| item == "--allow-remote");
+    let pairs: Vec<String> = arguments
+        .iter()
+        .filter(|item| *item != "--allow-remote")
+        .cloned()
+        .collect();
+    // A name is known before its value is read, so `--bogus` alone is an
+    // unknown flag rather than one that needs a value.
+    let known = ["--target", "--path", "--window"];
+    if let Some(unknown) = pairs
+        .iter()
+        .step_by(2)
+        .find(|name| !known.contains(&name.as_str()))
+    {
+        bail!("unknown probe flag {unknown:?} (see probe --help)");
+    }
     let mut target = None;
     let mut path = "/".to_string();
     let mut window = Duration::from_secs(75);
-    let mut allow_remote = false;
-    let mut items = arguments.iter();
-    while let Some(argument) = items.next() {
-        let mut value = |name: &str| {
-            items
-                .next()
-                .cloned()
-                .with_context(|| format!("{name} needs a value"))
-        };
-        match argument.as_str() {
-            "--target" => target = Some(value("--target")?),
-            "--path" => path = value("--path")?,
+    let mut flags = Flags::new(&pairs).for_what("probe");
+    while let Some(flag) = flags.next_flag()? {
+        match flag.name {
+            "--target" => target = Some(flag.value.to_string()),
+            "--path" => path = flag.value.to_string(),
             "--window" => {
-                let text = value("--window")?;
-                let seconds: f64 = text
-                    .parse()
-                    .with_context(|| format!("--window {text:?} is not a number of seconds"))?;
+                let seconds: f64 = flag.parse("a number of seconds")?;
                 if !(seconds > 0.0 && seconds <= 3600.0) {
                     bail!("--window must be between 0 and 3600 seconds");
                 }
                 window = Duration::from_secs_f64(seconds);
             }
-            "--allow-remote" => allow_remote = true,
-            other => bail!("unknown probe argument {other:?} (see probe --help)"),
+            _ => bail!("{} (see probe --help)", flag.unknown()),
         }
     }
     let target = target.context("--target HOST:PORT is required (see probe --help)")?;
     if !path.starts_with('/') {
         bail!("--path must start with '/'");
     }
-    Ok(ProbeArgs {
+    Ok(IdleProbeArgs {
         target,
         path,
         window,
@@ -287,7 +294,7 @@ pub async fn run_probe(arguments: &[String]) -> Result<()> {
     }
     let args = parse_args(arguments)?;
     let address = resolve_target(&args.target, args.allow_remote).await?;
-    let mut config = ProbeConfig::new(address, args.window);
+    let mut config = IdleProbeConfig::new(address, args.window);
     config.host = args.target.clone();
     config.path = args.path.clone();
     eprintln!(
@@ -322,6 +329,16 @@ mod tests {
         assert!(parse_args(&strings(&["--target"])).is_err());
         assert!(parse_args(&strings(&["--target", "a:1", "--window", "-1"])).is_err());
         assert!(parse_args(&strings(&["--target", "a:1", "--bogus"])).is_err());
+        let remote = parse_args(&strings(&["--allow-remote", "--target", "a:1"])).unwrap();
+        assert!(remote.allow_remote);
+        assert_eq!(remote.target, "a:1");
+        for bogus in [&["--target", "a:1", "--bogus", "1"][..], &["--bogus"]] {
+            let unknown = parse_args(&strings(bogus)).unwrap_err();
+            assert_eq!(
+                format!("{unknown:#}"),
+                "unknown probe flag \"--bogus\" (see probe --help)"
+            );
+        }
     }
 
     #[tokio::test]

@@ -1,9 +1,7 @@
-//! What the server-timeouts chapter says about the stack, shown on real
-//! sockets: a handler deadline on an axum `Router` (tower's layer is refused
-//! by the compiler; with `HandleErrorLayer` or tower-http's layer the client
-//! gets a status on a connection that stays usable), and hyper's
-//! `header_read_timeout` without a timer (the 30 s default is skipped, an
-//! explicit value panics on every connection).
+//! What the server-timeouts chapter says about hyper's `header_read_timeout`
+//! and its timer, shown on real sockets: without a timer the 30 s default is
+//! skipped and an explicit value panics on every connection; with one, the
+//! default applies.
 //!
 //! The facts about hyper come from its source, in the versions Cargo.lock
 //! holds (hyper 1.12.0, hyper-util 0.1.21, axum 0.8.9):
@@ -23,200 +21,25 @@
 use std::{
     convert::Infallible,
     future::Future,
-    marker::PhantomData,
     pin::Pin,
     sync::{Arc, Mutex, Once},
     task::{Context, Poll},
     time::{Duration, Instant},
 };
 
-use axum::{
-    Router,
-    error_handling::HandleErrorLayer,
-    extract::Request,
-    http::StatusCode,
-    response::IntoResponse,
-    routing::{Route, get},
-};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use lab_keepalive_race::wire::{Wire, WireError, get_request};
 use lab_kit::server::spawn_axum;
+use lab_server_timeouts::{
+    servers::app,
+    stalled_client::{ConnectionEnd, RawConnection, get_request},
+};
 use tokio::{net::TcpListener, task::JoinHandle};
-use tower::{BoxError, Layer, Service, ServiceBuilder, ServiceExt};
+use tower::ServiceExt;
 
 /// Long enough for a loaded 2-core machine to connect and answer, short
 /// enough to keep each test to a few seconds.
 const PATIENCE: Duration = Duration::from_secs(5);
-
-// ---------------------------------------------------------------------------
-// A handler deadline on an axum Router
-// ---------------------------------------------------------------------------
-
-/// The deadline the routers below put on `/slow`.
-const DEADLINE: Duration = Duration::from_millis(200);
-
-/// `/slow` never answers on its own; `/` answers at once.
-fn routes() -> Router {
-    Router::new().route("/", get(|| async { "ok\n" })).route(
-        "/slow",
-        get(|| async {
-            std::future::pending::<()>().await;
-            "unreachable\n"
-        }),
-    )
-}
-
-/// Whether `Router::layer` accepts a layer of type `L`: the inherent method
-/// exists only when every bound of `Router::layer` (axum 0.8.9,
-/// `src/routing/mod.rs:303-309`) holds, and the trait method answers `false`
-/// otherwise. Method resolution picks the inherent one whenever its bounds
-/// hold, so this is the compiler's own verdict, read at run time.
-struct RouterLayer<L>(PhantomData<L>);
-
-trait RefusedByRouter {
-    fn accepted_by_router(&self) -> bool {
-        false
-    }
-    fn accepted_if_its_error_were_infallible(&self) -> bool {
-        false
-    }
-}
-
-impl<L> RefusedByRouter for RouterLayer<L> {}
-
-impl<L> RouterLayer<L>
-where
-    L: Layer<Route> + Clone + Send + Sync + 'static,
-    L::Service: Service<Request> + Clone + Send + Sync + 'static,
-    <L::Service as Service<Request>>::Response: IntoResponse + 'static,
-    <L::Service as Service<Request>>::Error: Into<Infallible> + 'static,
-    <L::Service as Service<Request>>::Future: Send + 'static,
-{
-    fn accepted_by_router(&self) -> bool {
-        true
-    }
-}
-
-/// The same bounds without the one on the error type.
-struct EveryBoundButTheError<L>(PhantomData<L>);
-
-impl<L> RefusedByRouter for EveryBoundButTheError<L> {}
-
-impl<L> EveryBoundButTheError<L>
-where
-    L: Layer<Route> + Clone + Send + Sync + 'static,
-    L::Service: Service<Request> + Clone + Send + Sync + 'static,
-    <L::Service as Service<Request>>::Response: IntoResponse + 'static,
-    <L::Service as Service<Request>>::Future: Send + 'static,
-{
-    fn accepted_if_its_error_were_infallible(&self) -> bool {
-        true
-    }
-}
-
-/// The type of a value, as a `PhantomData`, so the probes above can name the
-/// type of a layer that is built by a function.
-fn type_of<T>(_: &T) -> PhantomData<T> {
-    PhantomData
-}
-
-/// tower's own timeout, with `HandleErrorLayer` in front to turn its
-/// `Elapsed` error into a status. A macro, not a function, so the probes
-/// above see the layer's concrete type (an `impl Layer` would hide that its
-/// service is `Clone`).
-macro_rules! tower_timeout_with_error_handler {
-    () => {
-        ServiceBuilder::new()
-            .layer(HandleErrorLayer::new(|error: BoxError| async move {
-                if error.is::<tower::timeout::error::Elapsed>() {
-                    StatusCode::SERVICE_UNAVAILABLE
-                } else {
-                    StatusCode::INTERNAL_SERVER_ERROR
-                }
-            }))
-            .layer(tower::timeout::TimeoutLayer::new(DEADLINE))
-    };
-}
-
-#[test]
-fn router_refuses_towers_timeout_layer_for_its_error_type_alone() {
-    // The probes can say no (a `u8` is not a layer at all) and yes (`()` is
-    // tower's do-nothing layer, which leaves the router's own service).
-    assert!(!RouterLayer(PhantomData::<u8>).accepted_by_router());
-    assert!(!EveryBoundButTheError(PhantomData::<u8>).accepted_if_its_error_were_infallible());
-    assert!(RouterLayer(PhantomData::<()>).accepted_by_router());
-
-    let tower_alone = tower::timeout::TimeoutLayer::new(DEADLINE);
-    assert!(!RouterLayer(type_of(&tower_alone)).accepted_by_router());
-    // Everything else about it would do: the error type is the reason.
-    assert!(EveryBoundButTheError(type_of(&tower_alone)).accepted_if_its_error_were_infallible());
-
-    let handled = tower_timeout_with_error_handler!();
-    assert!(RouterLayer(type_of(&handled)).accepted_by_router());
-    let tower_http = tower_http::timeout::TimeoutLayer::with_status_code(
-        StatusCode::SERVICE_UNAVAILABLE,
-        DEADLINE,
-    );
-    assert!(RouterLayer(type_of(&tower_http)).accepted_by_router());
-}
-
-/// What a client of `app` on `axum::serve` sees: `/slow` on a fresh
-/// connection, then `/` on the same one.
-async fn slow_then_quick(app: Router) -> (u16, Duration, bool, u16, u64) {
-    let server = spawn_axum(app).await.expect("starting axum::serve");
-    let mut wire = Wire::connect(server.addr, PATIENCE)
-        .await
-        .expect("connecting");
-    let host = server.addr.to_string();
-    let started = Instant::now();
-    wire.send(&get_request("/slow", &host))
-        .await
-        .expect("sending /slow");
-    let slow = tokio::time::timeout(PATIENCE, wire.read_response("GET"))
-        .await
-        .expect("an answer to /slow within the patience")
-        .expect("a complete response to /slow");
-    let waited = started.elapsed();
-    wire.send(&get_request("/", &host))
-        .await
-        .expect("sending / on the same connection");
-    let quick = tokio::time::timeout(PATIENCE, wire.read_response("GET"))
-        .await
-        .expect("an answer to / within the patience")
-        .expect("a complete response to / on the same connection");
-    (
-        slow.status,
-        waited,
-        slow.close,
-        quick.status,
-        server.stats.accepted(),
-    )
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_handler_past_its_deadline_gets_a_status_and_the_connection_serves_on() {
-    let with_handler = routes().layer(tower_timeout_with_error_handler!());
-    let with_tower_http = routes().layer(tower_http::timeout::TimeoutLayer::with_status_code(
-        StatusCode::SERVICE_UNAVAILABLE,
-        DEADLINE,
-    ));
-    for (name, app) in [
-        ("HandleErrorLayer + tower::timeout", with_handler),
-        ("tower_http::timeout", with_tower_http),
-    ] {
-        let (slow_status, waited, close, quick_status, accepted) = slow_then_quick(app).await;
-        assert_eq!(slow_status, 503, "{name}");
-        assert!(waited >= DEADLINE, "{name}: answered after {waited:?}");
-        assert!(!close, "{name}: the answer closed the connection");
-        assert_eq!(quick_status, 200, "{name}");
-        assert_eq!(accepted, 1, "{name}: both requests on one connection");
-    }
-}
-
-// ---------------------------------------------------------------------------
-// hyper's header read timeout and its timer
-// ---------------------------------------------------------------------------
 
 /// The message hyper panics with (`src/common/time.rs:84`).
 const NO_TIMER_PANIC: &str = "timeout `header_read_timeout` set, but no timer set";
@@ -294,7 +117,7 @@ fn hyper_service() -> impl hyper::service::Service<
 > + Clone
 + Send
 + 'static {
-    let router = routes();
+    let router = app();
     hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
         router.clone().oneshot(request)
     })
@@ -346,17 +169,18 @@ async fn an_explicit_header_read_timeout_without_a_timer_kills_every_connection(
     ];
     for (name, server) in &servers {
         // A complete, ordinary request: the server never answers it.
-        let mut wire = Wire::connect(server.addr, PATIENCE)
+        let mut connection = RawConnection::connect(server.addr, PATIENCE)
             .await
             .expect("connecting");
-        wire.send(&get_request("/", &server.addr.to_string()))
+        connection
+            .send(&get_request("/", &server.addr.to_string()))
             .await
             .expect("sending");
-        let answer = tokio::time::timeout(PATIENCE, wire.read_response("GET"))
+        let answer = tokio::time::timeout(PATIENCE, connection.read_answer())
             .await
             .unwrap_or_else(|_| panic!("{name}: neither an answer nor a closed connection"));
         match answer {
-            Err(WireError::Closed { partial: 0 } | WireError::Reset) => {}
+            Err(ConnectionEnd::Closed | ConnectionEnd::Reset) if connection.buffered() == 0 => {}
             other => panic!("{name}: expected a dead connection, got {other:?}"),
         }
         // The server's side: the connection's task panicked, with hyper's message.
@@ -435,14 +259,17 @@ async fn half_header_closed_within(
     addr: std::net::SocketAddr,
     window: Duration,
 ) -> Option<Duration> {
-    let mut wire = Wire::connect(addr, PATIENCE).await.expect("connecting");
-    wire.send(format!("GET / HTTP/1.1\r\nHost: {addr}\r\n").as_bytes())
+    let mut connection = RawConnection::connect(addr, PATIENCE)
+        .await
+        .expect("connecting");
+    connection
+        .send(format!("GET / HTTP/1.1\r\nHost: {addr}\r\n").as_bytes())
         .await
         .expect("sending half a head");
     let started = Instant::now();
-    match tokio::time::timeout(window, wire.wait_for_activity()).await {
+    match tokio::time::timeout(window, connection.fill()).await {
         Err(_) => None,
-        Ok(Ok(None) | Err(WireError::Reset)) => Some(started.elapsed()),
+        Ok(Err(ConnectionEnd::Closed | ConnectionEnd::Reset)) => Some(started.elapsed()),
         Ok(other) => panic!("unexpected activity on a half-sent request: {other:?}"),
     }
 }
@@ -465,7 +292,7 @@ async fn hyper_applies_its_30_s_default_only_with_a_timer() {
     }))
     .await;
     let untimed = serve(hyper_http1(|_defaults| {})).await;
-    let stock_axum = spawn_axum(routes()).await.expect("starting axum::serve");
+    let stock_axum = spawn_axum(app()).await.expect("starting axum::serve");
 
     // 30 s of hyper's default are 0.3 s on the fast timer; the window is
     // 3 s of real time (300 s on the fast clock) for all three.

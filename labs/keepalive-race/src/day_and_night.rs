@@ -1,0 +1,285 @@
+//! Experiment 3, day and night: open-loop Poisson traffic through the pooling
+//! balancer with a link delay, at rates from a quiet night to a busy day, with
+//! the backend's idle timeout below and above the balancer's.
+
+use std::{
+    net::SocketAddr,
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context, Result, ensure};
+use backoff_sim::SplitMix64;
+use lab_kit::Series;
+use serde::Serialize;
+
+use crate::{
+    KeepaliveConfig,
+    backend::{Backend, BackendKind},
+    balancer::{PoolingBalancer, PoolingBalancerConfig, PoolingBalancerStats},
+    join_all,
+    link_delay::LinkDelay,
+    wire::Wire,
+};
+
+/// The two backends of the day-and-night experiment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Case {
+    /// Backend idle timeout below the balancer's: the backend closes first.
+    BackendBelow,
+    /// Backend idle timeout above the balancer's: the balancer closes first.
+    BackendAbove,
+}
+
+impl Case {
+    /// The backend's idle timeout in this case, production seconds.
+    pub fn backend_idle_s(self, config: &KeepaliveConfig) -> f64 {
+        match self {
+            Case::BackendBelow => config.backend_below_idle_s,
+            Case::BackendAbove => config.backend_above_idle_s,
+        }
+    }
+}
+
+impl Series for Case {
+    fn series(&self) -> String {
+        match self {
+            Case::BackendBelow => "day-night/backend-below",
+            Case::BackendAbove => "day-night/backend-above",
+        }
+        .to_string()
+    }
+}
+
+/// One rate of one case.
+#[derive(Debug, Clone, Serialize)]
+pub struct RatePoint {
+    pub rate_per_s: f64,
+    /// The same rate at production scale, requests per minute.
+    pub rate_per_min_production: f64,
+    pub requests: u64,
+    pub ok: u64,
+    pub bad_gateway: u64,
+    /// Other failures seen by the client (timeouts, connection errors).
+    pub other_errors: u64,
+    /// 502s per 100 requests.
+    pub bad_gateway_pct: f64,
+    pub upstream_connects: u64,
+    pub bad_gateway_on_reused: u64,
+    pub dropped_seen_closed: u64,
+    pub dropped_idle: u64,
+    /// Independent stacks that ran this rate at once (counts are summed).
+    pub copies: u64,
+}
+
+// ANCHOR: stack
+/// Backend, link delay and balancer, wired up: the client talks to
+/// `balancer.addr`; the balancer's pool talks to the backend through the link.
+pub struct Stack {
+    pub backend: Backend,
+    pub link: LinkDelay,
+    pub balancer: PoolingBalancer,
+}
+
+impl Stack {
+    pub async fn spawn(config: &KeepaliveConfig, case: Case) -> Result<Stack> {
+        let backend = Backend::spawn(BackendKind::HyperTimer {
+            header_read_timeout: config.lab(case.backend_idle_s(config)),
+        })
+        .await?;
+        let link = LinkDelay::spawn(backend.addr, config.link_delay()).await?;
+        let balancer = PoolingBalancer::spawn(PoolingBalancerConfig {
+            upstream: link.addr,
+            idle_timeout: config.lab(config.balancer_idle_s),
+            response_timeout: Duration::from_secs(5),
+            connect_timeout: Duration::from_secs(2),
+        })
+        .await?;
+        Ok(Stack {
+            backend,
+            link,
+            balancer,
+        })
+    }
+}
+// ANCHOR_END: stack
+
+/// An exponential gap with mean `1 / rate`: Poisson arrivals.
+fn exponential(random: &mut SplitMix64, rate: f64) -> f64 {
+    -(1.0 - random.unit()).ln() / rate
+}
+
+/// One request through the balancer on a fresh client connection; the
+/// status, or `None` when the client saw no response at all.
+async fn one_request(balancer: SocketAddr) -> Option<u16> {
+    let exchange = async {
+        let mut wire = Wire::connect(balancer, Duration::from_secs(2)).await.ok()?;
+        wire.send(b"GET / HTTP/1.1\r\nHost: lab\r\nConnection: close\r\n\r\n")
+            .await
+            .ok()?;
+        wire.read_response("GET")
+            .await
+            .ok()
+            .map(|response| response.status)
+    };
+    tokio::time::timeout(Duration::from_secs(8), exchange)
+        .await
+        .ok()
+        .flatten()
+}
+
+/// Open-loop Poisson traffic at `rate` for `duration` through a fresh stack.
+pub async fn run_rate(
+    config: &KeepaliveConfig,
+    case: Case,
+    rate: f64,
+    seed: u64,
+) -> Result<RatePoint> {
+    ensure!(rate > 0.0, "rates must be positive");
+    let stack = Stack::spawn(config, case).await?;
+    let duration = Duration::from_secs_f64(config.traffic_s);
+    let mut random = SplitMix64::new(seed);
+    let started = Instant::now();
+    let mut requests = tokio::task::JoinSet::new();
+    let mut at = exponential(&mut random, rate);
+    while at < duration.as_secs_f64() {
+        tokio::time::sleep_until((started + Duration::from_secs_f64(at)).into()).await;
+        requests.spawn(one_request(stack.balancer.addr));
+        at += exponential(&mut random, rate);
+    }
+    let (mut ok, mut bad_gateway, mut other_errors, mut total) = (0u64, 0u64, 0u64, 0u64);
+    while let Some(joined) = requests.join_next().await {
+        total += 1;
+        match joined.context("a request task panicked")? {
+            Some(200) => ok += 1,
+            Some(502) => bad_gateway += 1,
+            _ => other_errors += 1,
+        }
+    }
+    let stats: PoolingBalancerStats = stack.balancer.stats();
+    Ok(RatePoint {
+        rate_per_s: rate,
+        rate_per_min_production: rate * 60.0 / config.time_scale,
+        requests: total,
+        ok,
+        bad_gateway,
+        other_errors,
+        bad_gateway_pct: percent(bad_gateway, total),
+        upstream_connects: stats.upstream_connects,
+        bad_gateway_on_reused: stats.bad_gateway_on_reused,
+        dropped_seen_closed: stats.dropped_seen_closed,
+        dropped_idle: stats.dropped_idle,
+        copies: 1,
+    })
+}
+
+/// The totals of one case.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct CaseTotals {
+    pub backend_idle_s: f64,
+    pub balancer_idle_s: f64,
+    pub link_delay_ms: f64,
+    pub requests: u64,
+    pub bad_gateway: u64,
+    pub bad_gateway_on_reused: u64,
+    pub other_errors: u64,
+    /// 502s at the rates up to 8 per lab second ("night").
+    pub bad_gateway_low_rates: u64,
+}
+
+/// Both cases, every rate, all at once. Returns the points by case.
+pub async fn day_and_night(config: &KeepaliveConfig) -> Result<Vec<(Case, Vec<RatePoint>)>> {
+    let seed_base = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|elapsed| elapsed.as_nanos() as u64)
+        .unwrap_or(7);
+    let mut jobs = Vec::new();
+    for case in [Case::BackendBelow, Case::BackendAbove] {
+        for (index, &rate) in config.rates_per_s.iter().enumerate() {
+            // A night rate sends few requests in a few seconds; independent
+            // copies of the stack give it enough to read a share from.
+            let copies = if rate <= config.night_rate_limit {
+                config.night_copies
+            } else {
+                1
+            };
+            for copy in 0..copies {
+                let config = config.clone();
+                let seed = seed_base
+                    ^ ((index as u64 + 1) << 32)
+                    ^ ((copy as u64 + 1) << 48)
+                    ^ (case as u64);
+                jobs.push(async move { (case, index, run_rate(&config, case, rate, seed).await) });
+            }
+        }
+    }
+    let mut by_case: Vec<(Case, Vec<Option<RatePoint>>)> = vec![
+        (Case::BackendBelow, vec![None; config.rates_per_s.len()]),
+        (Case::BackendAbove, vec![None; config.rates_per_s.len()]),
+    ];
+    for (case, index, point) in join_all(jobs.into_iter()).await {
+        let point = point.with_context(|| case.series())?;
+        let slot = by_case
+            .iter_mut()
+            .find(|(slot_case, _)| *slot_case == case)
+            .expect("every case has a slot");
+        let merged = match slot.1[index].take() {
+            Some(earlier) => earlier.merge(&point),
+            None => point,
+        };
+        slot.1[index] = Some(merged);
+    }
+    Ok(by_case
+        .into_iter()
+        .map(|(case, points)| (case, points.into_iter().flatten().collect()))
+        .collect())
+}
+
+impl RatePoint {
+    /// Two runs at the same rate, counted together.
+    fn merge(&self, other: &RatePoint) -> RatePoint {
+        let requests = self.requests + other.requests;
+        let bad_gateway = self.bad_gateway + other.bad_gateway;
+        RatePoint {
+            rate_per_s: self.rate_per_s,
+            rate_per_min_production: self.rate_per_min_production,
+            requests,
+            ok: self.ok + other.ok,
+            bad_gateway,
+            other_errors: self.other_errors + other.other_errors,
+            bad_gateway_pct: percent(bad_gateway, requests),
+            upstream_connects: self.upstream_connects + other.upstream_connects,
+            bad_gateway_on_reused: self.bad_gateway_on_reused + other.bad_gateway_on_reused,
+            dropped_seen_closed: self.dropped_seen_closed + other.dropped_seen_closed,
+            dropped_idle: self.dropped_idle + other.dropped_idle,
+            copies: self.copies + other.copies,
+        }
+    }
+}
+
+fn percent(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        part as f64 * 100.0 / whole as f64
+    }
+}
+
+/// Sums one case's points.
+pub fn totals(config: &KeepaliveConfig, case: Case, points: &[RatePoint]) -> CaseTotals {
+    let mut totals = CaseTotals {
+        backend_idle_s: case.backend_idle_s(config),
+        balancer_idle_s: config.balancer_idle_s,
+        link_delay_ms: config.link_delay_ms,
+        ..CaseTotals::default()
+    };
+    for point in points {
+        totals.requests += point.requests;
+        totals.bad_gateway += point.bad_gateway;
+        totals.bad_gateway_on_reused += point.bad_gateway_on_reused;
+        totals.other_errors += point.other_errors;
+        if point.rate_per_s <= config.night_rate_limit {
+            totals.bad_gateway_low_rates += point.bad_gateway;
+        }
+    }
+    totals
+}

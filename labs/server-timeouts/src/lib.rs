@@ -1,0 +1,132 @@
+//! Server timeouts: what `axum::serve`, hyper with a timer, and a hardened
+//! hyper server really do with a connection that is idle, half-sent, stalled
+//! or stuck in its handler.
+//!
+//! One experiment, [`server_defaults`]: every [`StalledClient`] against every
+//! [`ServerSetup`], all at once, on 127.0.0.1, with time compressed by
+//! [`ServerTimeoutsConfig::time_scale`]. In full mode it also watches hyper's
+//! own default, unconfigured and uncompressed ([`real_time_default`]). The
+//! servers are in [`servers`], the raw-socket clients in [`stalled_client`].
+
+pub mod server_defaults;
+pub mod servers;
+pub mod stalled_client;
+
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use lab_kit::{Meta, Mode, Output};
+use serde::Serialize;
+
+pub use crate::{
+    server_defaults::{real_time_default, server_defaults},
+    servers::{Hardening, ServerSetup},
+    stalled_client::{StalledClient, watch},
+};
+
+/// The lab's slug: its folder, chapter, data file and charts.
+pub const SLUG: &str = "server-timeouts";
+
+/// What one run measures. Durations named `*_s` are production seconds; the
+/// lab runs them divided by `time_scale`.
+#[derive(Debug, Clone, Serialize)]
+pub struct ServerTimeoutsConfig {
+    /// Production seconds per lab second (50: a 60 s timeout runs as 1.2 s).
+    pub time_scale: f64,
+    /// The idle timeout of the balancer the hardened server sits behind
+    /// (AWS ALB's default: 60 s); its header read timeout stays above it.
+    pub balancer_idle_s: f64,
+    /// hyper's default `header_read_timeout` (30 s), set explicitly on the
+    /// `hyper-timer` server so that it can be compressed.
+    pub hyper_header_read_s: f64,
+    /// The hardened server's header read timeout (also its idle timeout).
+    pub hardened_header_read_s: f64,
+    /// The hardened server's request body timeout.
+    pub body_timeout_s: f64,
+    /// The hardened server's handler deadline.
+    pub handler_deadline_s: f64,
+    /// How long the lab watches each connection.
+    pub window_s: f64,
+    /// Full mode only (0: skip): watch an idle connection to hyper with its
+    /// *unconfigured* default, in real time, for this many seconds, so that
+    /// one row of the data checks the 30 s default itself, not a compressed
+    /// copy of it.
+    pub real_default_window_s: f64,
+}
+
+impl ServerTimeoutsConfig {
+    pub fn for_mode(mode: Mode) -> ServerTimeoutsConfig {
+        let (time_scale, real_default_window_s) = match mode {
+            Mode::Quick => (50.0, 0.0),
+            Mode::Full => (10.0, 40.0),
+        };
+        ServerTimeoutsConfig {
+            time_scale,
+            balancer_idle_s: 60.0,
+            hyper_header_read_s: 30.0,
+            hardened_header_read_s: 90.0,
+            body_timeout_s: 10.0,
+            handler_deadline_s: 15.0,
+            window_s: 110.0,
+            real_default_window_s,
+        }
+    }
+
+    /// A production duration on the lab's clock.
+    pub fn lab(&self, production_s: f64) -> Duration {
+        Duration::from_secs_f64(production_s / self.time_scale)
+    }
+
+    /// Lab milliseconds as production seconds.
+    pub fn production_s(&self, lab_ms: f64) -> f64 {
+        lab_ms * self.time_scale / 1000.0
+    }
+
+    /// The three servers the lab compares, with their timeouts compressed.
+    pub fn setups(&self) -> [ServerSetup; 3] {
+        [
+            ServerSetup::AxumServe,
+            ServerSetup::HyperTimer {
+                header_read_timeout: self.lab(self.hyper_header_read_s),
+            },
+            ServerSetup::Hardened(Hardening {
+                header_read_timeout: self.lab(self.hardened_header_read_s),
+                request_body_timeout: self.lab(self.body_timeout_s),
+                handler_deadline: self.lab(self.handler_deadline_s),
+            }),
+        ]
+    }
+
+    /// What a setup was configured with for its idle and header phase,
+    /// production seconds; `None` for no timeout at all.
+    pub fn configured_s(&self, setup: &ServerSetup) -> Option<f64> {
+        match setup {
+            ServerSetup::AxumServe => None,
+            ServerSetup::HyperTimer { .. } => Some(self.hyper_header_read_s),
+            ServerSetup::Hardened(_) => Some(self.hardened_header_read_s),
+            // Nothing configured: hyper's own default applies.
+            ServerSetup::HyperDefault => None,
+        }
+    }
+}
+
+/// The experiment, as records on `out`.
+pub async fn run(mode: Mode, config: &ServerTimeoutsConfig, out: &mut Output) -> Result<()> {
+    out.meta(Meta::describe(SLUG, mode, config.time_scale, config)?)?;
+    eprintln!(
+        "server-timeouts: time compressed {}x (a 60 s timeout runs as {:?}); watching each \
+         connection for {} s of production time",
+        config.time_scale,
+        config.lab(60.0),
+        config.window_s
+    );
+    // Full mode: hyper's real default, uncompressed, watched while the
+    // compressed experiment runs (both only wait on timers).
+    let (compressed, real_time) =
+        tokio::join!(server_defaults(config, out), real_time_default(config));
+    compressed.context("measured server defaults")?;
+    if let Some(row) = real_time.context("hyper's default idle timeout, in real time")? {
+        out.summary_of("hyper-default-real-time/idle", &row)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,10 @@
+//! Run with: `cargo xtask lab server-timeouts` (or `cargo run -p lab-server-timeouts -- --quick`).
+
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    lab_kit::cli::run_lab(include_str!("../Cargo.toml"), |mode, mut out| async move {
+        let config = lab_server_timeouts::ServerTimeoutsConfig::for_mode(mode);
+        lab_server_timeouts::run(mode, &config, &mut out).await
+    })
+}
