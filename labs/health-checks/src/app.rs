@@ -15,7 +15,7 @@ use axum::{
 };
 
 /// What the handlers share: the way to the dependency.
-pub struct AppState {
+pub struct ServiceState {
     pub query_url: String,
     pub client: reqwest::Client,
     /// A bound on a query, so a dependency that hangs cannot hold a handler
@@ -23,13 +23,13 @@ pub struct AppState {
     pub query_limit: Duration,
 }
 
-impl AppState {
-    pub fn new(query_url: String, query_limit: Duration) -> Result<AppState> {
+impl ServiceState {
+    pub fn new(query_url: String, query_limit: Duration) -> Result<ServiceState> {
         let client = reqwest::Client::builder()
             .no_proxy()
             .build()
             .context("building the dependency client")?;
-        Ok(AppState {
+        Ok(ServiceState {
             query_url,
             client,
             query_limit,
@@ -39,7 +39,7 @@ impl AppState {
 
 // ANCHOR: routes
 /// Liveness answers from the process; readiness asks the dependency.
-pub fn app(state: Arc<AppState>) -> Router {
+pub fn app(state: Arc<ServiceState>) -> Router {
     Router::new()
         .route("/livez", get(|| async { "alive\n" }))
         .route("/readyz", get(readyz))
@@ -48,7 +48,7 @@ pub fn app(state: Arc<AppState>) -> Router {
 
 /// 200 when a query to the dependency answers, 503 when it fails. No timeout
 /// of its own below the probe's: a slow query makes a slow probe.
-async fn readyz(State(state): State<Arc<AppState>>) -> Response {
+async fn readyz(State(state): State<Arc<ServiceState>>) -> Response {
     let answered = state
         .client
         .get(&state.query_url)

@@ -18,7 +18,7 @@ use tokio::time::Instant;
 
 use crate::{
     HealthConfig, LivenessCheck,
-    app::{AppState, app},
+    app::{ServiceState, app},
     dependency::{self, SlowWindow},
     kubelet::{KubeletProbe, ProbeKind, ProbeLog, run_prober},
 };
@@ -152,7 +152,7 @@ pub async fn run(config: &HealthConfig, out: &mut Output) -> Result<()> {
     };
     let dependency = dependency::start(window).await?;
     let query_limit = millis(4 * config.slow_query_ms);
-    let state = AppState::new(dependency.url("/query"), query_limit)?;
+    let state = ServiceState::new(dependency.url("/query"), query_limit)?;
     let service = spawn_axum(app(Arc::new(state))).await?;
     let until = start + millis(config.duration_ms);
     let probers: Vec<(ProbedCheck, AbortOnDrop<Result<ProbeLog>>)> = ProbedCheck::ALL

@@ -28,7 +28,7 @@ use tokio::sync::watch;
 use crate::{events::EventLog, server::ServerConfig};
 
 /// What the handlers share.
-pub struct AppState {
+pub struct ShutdownAppState {
     /// `/readyz` answers 200 while true.
     pub ready: AtomicBool,
     /// Every response gets `Connection: close` while true.
@@ -45,7 +45,7 @@ pub struct AppState {
     stream_tick: Duration,
 }
 
-impl AppState {
+impl ShutdownAppState {
     fn last_response_ms(&self) -> f64 {
         f64::from_bits(self.last_response_bits.load(Ordering::SeqCst))
     }
@@ -95,7 +95,7 @@ fn query_number(uri: &Uri, key: &str) -> Option<u64> {
 
 // ANCHOR: routes
 /// The routes. Liveness never touches the database; readiness reads a flag.
-pub fn app(state: Arc<AppState>) -> Router {
+pub fn app(state: Arc<ShutdownAppState>) -> Router {
     Router::new()
         .route("/livez", get(|| async { "alive\n" }))
         .route("/readyz", get(readyz))
@@ -108,7 +108,7 @@ pub fn app(state: Arc<AppState>) -> Router {
 // ANCHOR_END: routes
 
 // ANCHOR: readyz
-async fn readyz(State(state): State<Arc<AppState>>) -> Response {
+async fn readyz(State(state): State<Arc<ShutdownAppState>>) -> Response {
     if state.ready.load(Ordering::SeqCst) {
         (StatusCode::OK, "ready\n").into_response()
     } else {
@@ -122,7 +122,11 @@ async fn readyz(State(state): State<Arc<AppState>>) -> Response {
 /// Counts requests in flight, remembers when the last response left, and
 /// marks every response `Connection: close` while draining, so a client or
 /// balancer stops reusing this connection as soon as its request is done.
-async fn track(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
+async fn track(
+    State(state): State<Arc<ShutdownAppState>>,
+    request: Request,
+    next: Next,
+) -> Response {
     state.in_flight.fetch_add(1, Ordering::SeqCst);
     let mut response = next.run(request).await;
     if state.draining.load(Ordering::SeqCst) {
@@ -137,7 +141,7 @@ async fn track(State(state): State<Arc<AppState>>, request: Request, next: Next)
     response
 }
 
-async fn work(State(state): State<Arc<AppState>>, uri: Uri) -> Response {
+async fn work(State(state): State<Arc<ShutdownAppState>>, uri: Uri) -> Response {
     let request_id = query_number(&uri, "id").unwrap_or(0) as i64;
     // SQLite calls block: run them on the blocking pool, not on a runtime worker.
     let written = tokio::task::spawn_blocking(move || -> Result<i64> {
@@ -166,7 +170,7 @@ async fn work(State(state): State<Arc<AppState>>, uri: Uri) -> Response {
     }
 }
 
-async fn slow(State(state): State<Arc<AppState>>, uri: Uri) -> &'static str {
+async fn slow(State(state): State<Arc<ShutdownAppState>>, uri: Uri) -> &'static str {
     let millis = query_number(&uri, "ms").map_or(state.slow, Duration::from_millis);
     tokio::time::sleep(millis.min(Duration::from_secs(120))).await;
     "done\n"
@@ -176,7 +180,7 @@ async fn slow(State(state): State<Arc<AppState>>, uri: Uri) -> &'static str {
 /// stream sends `event: goaway` and keeps ticking until the client leaves:
 /// cutting every stream at once would make every client reconnect at once;
 /// the hard deadline bounds how long a client may take.
-async fn events(State(state): State<Arc<AppState>>) -> Response {
+async fn events(State(state): State<Arc<ShutdownAppState>>) -> Response {
     let tick = state.stream_tick;
     let goaway = state.goaway.clone();
     let stream = futures_util::stream::unfold(
@@ -206,8 +210,11 @@ async fn events(State(state): State<Arc<AppState>>) -> Response {
         .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
 }
 
-pub fn new_state(config: &ServerConfig, goaway: watch::Receiver<bool>) -> Result<Arc<AppState>> {
-    Ok(Arc::new(AppState {
+pub fn new_state(
+    config: &ServerConfig,
+    goaway: watch::Receiver<bool>,
+) -> Result<Arc<ShutdownAppState>> {
+    Ok(Arc::new(ShutdownAppState {
         ready: AtomicBool::new(true),
         draining: AtomicBool::new(false),
         goaway,
@@ -220,7 +227,7 @@ pub fn new_state(config: &ServerConfig, goaway: watch::Receiver<bool>) -> Result
 }
 
 /// Closes the database handle; logs when, and what was still in flight.
-pub fn close_db(state: &AppState, events: &EventLog) -> Result<()> {
+pub fn close_db(state: &ShutdownAppState, events: &EventLog) -> Result<()> {
     let connection = state
         .db
         .lock()

@@ -283,7 +283,7 @@ impl Traffic {
 }
 
 /// How the orchestrator's part ended.
-pub struct Ending {
+pub struct ProcessEnding {
     pub sigterm_at: f64,
     pub exit_at: f64,
     pub ended: Ended,
@@ -293,14 +293,14 @@ pub struct Ending {
 // ANCHOR: orchestrator
 /// What the orchestrator does: SIGTERM to the process, then wait out the
 /// grace period, then SIGKILL.
-async fn orchestrate(child: &mut ChildGuard, grace: Duration) -> Result<Ending> {
+async fn orchestrate(child: &mut ChildGuard, grace: Duration) -> Result<ProcessEnding> {
     child.signal(libc::SIGTERM)?;
     let sigterm_at = monotonic_ms();
     let (ended, killed_by_orchestrator) = match child.wait_for(grace).await? {
         Some(ended) => (ended, false),
         None => (child.kill_group()?, true),
     };
-    Ok(Ending {
+    Ok(ProcessEnding {
         sigterm_at,
         exit_at: monotonic_ms(),
         ended,

@@ -74,7 +74,7 @@ pub async fn run(mode: Mode, config: &ShutdownConfig, out: &mut Output) -> Resul
             map.remove("command");
         }
         eprintln!("{}", report.verdict);
-        out.summary_of(&format!("probe/{}", style.name()), &fields)?;
+        out.summary_of(&style.series(), &fields)?;
     }
     Ok(())
 }

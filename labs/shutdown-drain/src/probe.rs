@@ -10,6 +10,7 @@
 //! never listens).
 
 use std::{
+    io::Write,
     net::{Ipv4Addr, SocketAddr},
     process::Stdio,
     time::Duration,
@@ -283,7 +284,8 @@ async fn drive(
 /// `main` for `probe`: prints the report (or the error) and returns the exit code.
 pub fn probe_main(args: &[String]) -> u8 {
     if args.iter().any(|arg| arg == "-h" || arg == "--help") && !args.contains(&"--".into()) {
-        println!("{USAGE}");
+        // A closed pipe (`| head`) is not an error worth a panic.
+        let _ = writeln!(std::io::stdout(), "{USAGE}");
         return 0;
     }
     let outcome = parse_args(args).and_then(|config| {

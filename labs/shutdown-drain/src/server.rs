@@ -13,6 +13,7 @@ use std::{
 use anyhow::{Context, Result, bail};
 use axum::Router;
 use lab_kit::{
+    Series,
     flags::Flags,
     net::{AbortOnDrop, bind_loopback},
 };
@@ -24,7 +25,7 @@ use tokio::{
 };
 
 use crate::{
-    app::{AppState, app, close_db, new_state},
+    app::{ShutdownAppState, app, close_db, new_state},
     events::EventLog,
 };
 
@@ -62,6 +63,13 @@ impl ShutdownStyle {
                 "unknown shutdown style {other:?} (exit-at-once, graceful-only, full, ignore-sigterm)"
             ),
         })
+    }
+}
+
+/// The probe's series on the lab's own server: `probe/<style>`.
+impl Series for ShutdownStyle {
+    fn series(&self) -> String {
+        format!("probe/{}", self.name())
     }
 }
 
@@ -170,7 +178,7 @@ pub async fn serve(config: ServerConfig) -> Result<i32> {
 async fn full_sequence(
     listener: TcpListener,
     app: Router,
-    state: &AppState,
+    state: &ShutdownAppState,
     config: &ServerConfig,
     mut sigterm: tokio::signal::unix::Signal,
     goaway: watch::Sender<bool>,

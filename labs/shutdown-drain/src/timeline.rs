@@ -9,7 +9,7 @@ use serde::Serialize;
 use crate::{
     balancer::Transition,
     clients::{Outcome, RequestSample},
-    deploy::{DeployCase, Ending, ServerEvidence},
+    deploy::{DeployCase, ProcessEnding, ServerEvidence},
     events::first,
 };
 
@@ -83,7 +83,7 @@ pub struct DeploySummary {
 pub fn assemble(
     case: DeployCase,
     mut samples: Vec<RequestSample>,
-    ending: &Ending,
+    ending: &ProcessEnding,
     evidence: &ServerEvidence,
     transitions: &[Transition],
     (t0, run_end): (f64, f64),
@@ -112,7 +112,7 @@ pub fn assemble(
 fn summarize(
     case: DeployCase,
     samples: &[RequestSample],
-    ending: &Ending,
+    ending: &ProcessEnding,
     evidence: &ServerEvidence,
     (t0, not_ready_at): (f64, f64),
 ) -> DeploySummary {

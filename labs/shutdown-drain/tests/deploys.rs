@@ -1,5 +1,5 @@
 //! The four deploys, each run for real (a child process, a real SIGTERM),
-//! asserting what the issue says must hold.
+//! asserting what each shutdown style must do.
 //!
 //! Timing margins: the tests give the balancer three readiness polls before
 //! the server stops accepting (the lab's modes give two, as the production

@@ -147,6 +147,31 @@ async fn the_probe_agrees_with_the_lab_on_the_lab_s_own_server() {
 }
 
 #[test]
+fn bad_arguments_get_one_error_line_and_exit_2() {
+    for (flags, expected) in [
+        (
+            &["--port", "80", "--bogus", "1"][..],
+            "unknown probe flag \"--bogus\"",
+        ),
+        (
+            &["--port", "abc"][..],
+            "--port \"abc\" is not a whole number",
+        ),
+        (&["--in-flight"][..], "--in-flight needs a value"),
+    ] {
+        let probed = probe(flags, &["true"]);
+        assert_eq!(probed.code, 2, "{flags:?}: {}", probed.stderr);
+        let lines: Vec<&str> = probed.stderr.lines().collect();
+        assert_eq!(lines.len(), 1, "{flags:?}: {}", probed.stderr);
+        assert!(
+            lines[0].starts_with("error: ") && lines[0].contains(expected),
+            "{flags:?}: {}",
+            lines[0]
+        );
+    }
+}
+
+#[test]
 fn a_command_that_does_not_start_gets_a_clear_error() {
     let port = free_port().to_string();
     let probed = probe(&["--port", &port], &["/nonexistent/no-such-server"]);
