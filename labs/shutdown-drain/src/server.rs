@@ -105,6 +105,8 @@ pub async fn serve(config: ServerConfig) -> Result<i32> {
         ShutdownStyle::ExitAtOnce => None,
         _ => Some(signal(SignalKind::terminate()).context("installing the SIGTERM handler")?),
     };
+    // Not the kit's `bind_loopback`: under the probe the port is fixed
+    // (`--port`), as a reader's own server's would be; deploys pass 0.
     let listener = TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, config.port))
         .await
         .with_context(|| format!("binding 127.0.0.1:{}", config.port))?;
