@@ -38,7 +38,7 @@ use hyper_util::{
 };
 use tokio::{net::TcpListener, task::JoinSet};
 
-use lab_kit::clock::monotonic_ms;
+use lab_kit::{clock::monotonic_ms, net::bind_loopback};
 
 /// Request header: route to this backend index, if it is ready.
 pub const PIN_HEADER: &str = "x-pin-backend";
@@ -52,7 +52,7 @@ pub const ERROR_HEADER: &str = "x-balancer-error";
 
 /// How the balancer watches its backends.
 #[derive(Debug, Clone, Copy)]
-pub struct BalancerConfig {
+pub struct ReadinessBalancerConfig {
     /// Time between two readiness polls of one backend (Kubernetes
     /// `periodSeconds`, ALB `HealthCheckIntervalSeconds`).
     pub poll_period: Duration,
@@ -90,22 +90,23 @@ type ProxyBody = BoxBody<Bytes, hyper::Error>;
 
 /// A running balancer. Dropping it stops the pollers, the listener and every
 /// connection it holds.
-pub struct Balancer {
+pub struct ReadinessBalancer {
     pub addr: SocketAddr,
     shared: Arc<Shared>,
     _tasks: JoinSet<()>,
 }
 
-impl Balancer {
+impl ReadinessBalancer {
     /// Listens on 127.0.0.1 (port 0) in front of `backends`, all taken as not
     /// ready until their first successful poll.
-    pub async fn start(backends: &[SocketAddr], config: BalancerConfig) -> Result<Balancer> {
+    pub async fn start(
+        backends: &[SocketAddr],
+        config: ReadinessBalancerConfig,
+    ) -> Result<ReadinessBalancer> {
         if backends.is_empty() {
             bail!("a balancer needs at least one backend");
         }
-        let listener = TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0))
-            .await
-            .context("binding the balancer")?;
+        let listener = bind_loopback().await.context("binding the balancer")?;
         let addr = listener
             .local_addr()
             .context("reading the balancer's address")?;
@@ -127,7 +128,7 @@ impl Balancer {
             tasks.spawn(poll_readiness(Arc::clone(&shared), index, config));
         }
         tasks.spawn(accept(listener, Arc::clone(&shared)));
-        Ok(Balancer {
+        Ok(ReadinessBalancer {
             addr,
             shared,
             _tasks: tasks,
@@ -171,7 +172,7 @@ impl Balancer {
 // ANCHOR: poll
 /// Polls one backend's readiness forever (the task is aborted with the
 /// balancer). A fresh connection per poll, as a kubelet probe makes.
-async fn poll_readiness(shared: Arc<Shared>, index: usize, config: BalancerConfig) {
+async fn poll_readiness(shared: Arc<Shared>, index: usize, config: ReadinessBalancerConfig) {
     let client: Client<HttpConnector, Empty<Bytes>> = Client::builder(TokioExecutor::new())
         .pool_max_idle_per_host(0)
         .build_http();

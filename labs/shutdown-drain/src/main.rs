@@ -8,7 +8,8 @@ use std::process::ExitCode;
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
-        Some("probe") => exit_code(lab_shutdown_drain::probe::probe_main(&args[1..])),
+        // 0 clean, 1 a problem found, 2 could not probe (one error line).
+        Some("probe") => ExitCode::from(lab_shutdown_drain::probe::probe_main(&args[1..])),
         Some("__server") => match lab_shutdown_drain::server::server_main(&args[1..]) {
             // `process::exit`, not a return: a server that hit its deadline
             // must not wait for the tasks it gave up on.
@@ -19,12 +20,8 @@ fn main() -> ExitCode {
             }
         },
         _ => lab_kit::cli::run_lab(include_str!("../Cargo.toml"), |mode, mut out| async move {
-            let config = lab_shutdown_drain::Config::for_mode(mode);
+            let config = lab_shutdown_drain::ShutdownConfig::for_mode(mode);
             lab_shutdown_drain::run(mode, &config, &mut out).await
         }),
     }
-}
-
-fn exit_code(code: i32) -> ExitCode {
-    ExitCode::from(u8::try_from(code).unwrap_or(2))
 }

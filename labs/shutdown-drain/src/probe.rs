@@ -10,24 +10,22 @@
 //! never listens).
 
 use std::{
+    io::Write,
     net::{Ipv4Addr, SocketAddr},
     process::Stdio,
     time::Duration,
 };
 
 use anyhow::{Context, Result, bail};
-use serde::Serialize;
 use tokio::{sync::watch, task::JoinSet};
 
-use lab_kit::{
-    child::{ChildGuard, Ended},
-    clock::monotonic_ms,
-    flags::Flags,
-};
+use lab_kit::{child::ChildGuard, clock::monotonic_ms, flags::Flags, net::AbortOnDrop};
+
+use crate::probe_report::{Observed, Seen, ShutdownProbeReport};
 
 /// The probe's command line.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ProbeConfig {
+pub struct ShutdownProbeConfig {
     pub port: u16,
     /// Steady traffic goes here.
     pub path: String,
@@ -50,7 +48,7 @@ pub const USAGE: &str = "Usage: lab-shutdown-drain probe --port P [--path /] [--
 Starts <command> (which must listen on 127.0.0.1:P), sends traffic, sends it SIGTERM,
 and reports readiness, in-flight requests, refusals, resets, exit code and time to exit.";
 
-pub fn parse_args(args: &[String]) -> Result<ProbeConfig> {
+pub fn parse_args(args: &[String]) -> Result<ShutdownProbeConfig> {
     let split = args
         .iter()
         .position(|arg| arg == "--")
@@ -59,7 +57,7 @@ pub fn parse_args(args: &[String]) -> Result<ProbeConfig> {
     if command.is_empty() {
         bail!("no command after `--`");
     }
-    let mut config = ProbeConfig {
+    let mut config = ShutdownProbeConfig {
         port: 0,
         path: "/".into(),
         ready_path: "/readyz".into(),
@@ -71,7 +69,7 @@ pub fn parse_args(args: &[String]) -> Result<ProbeConfig> {
         interval: Duration::from_millis(20),
         command: command.to_vec(),
     };
-    let mut pairs = Flags::new(flags);
+    let mut pairs = Flags::new(flags).for_what("probe");
     while let Some(flag) = pairs.next_flag()? {
         let number = || -> Result<u64> { flag.parse("a whole number") };
         match flag.name {
@@ -101,56 +99,6 @@ pub fn parse_args(args: &[String]) -> Result<ProbeConfig> {
     Ok(config)
 }
 
-/// What the probe saw. Times in ms after SIGTERM unless named otherwise; -1
-/// where something never happened.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct ProbeReport {
-    pub command: String,
-    pub port: u16,
-    pub child_pid: i64,
-    /// From start to the first accepted connection.
-    pub listened_after_ms: f64,
-    /// `ready_path`'s status before SIGTERM (-1: no answer).
-    pub ready_status_before: i64,
-    /// First readiness poll answering 503 after SIGTERM.
-    pub readiness_503_after_ms: f64,
-    /// First refused connection after SIGTERM.
-    pub refused_after_ms: f64,
-    /// Readiness said 503 before any connection was refused: a balancer
-    /// polling it could leave in time.
-    pub readiness_before_refusing: bool,
-    pub in_flight: u64,
-    pub in_flight_completed: u64,
-    pub in_flight_failed: u64,
-    pub after_sigterm_requests: u64,
-    pub after_sigterm_ok: u64,
-    pub after_sigterm_503: u64,
-    pub after_sigterm_refused: u64,
-    pub after_sigterm_reset: u64,
-    pub after_sigterm_other: u64,
-    /// "0", "1", "signal 15 (SIGTERM)", "signal 9 (SIGKILL)".
-    pub exit: String,
-    pub exit_code: i64,
-    pub time_to_exit_ms: f64,
-    /// Still running at the end of the grace period, so killed.
-    pub killed_after_grace: bool,
-    pub clean: bool,
-    pub verdict: String,
-}
-
-/// How one probe request ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Seen {
-    /// Any status below 500.
-    Ok,
-    Unavailable,
-    OtherStatus,
-    Refused,
-    /// Connection closed or reset before a whole response.
-    Reset,
-    Timeout,
-}
-
 async fn get(client: &reqwest::Client, url: &str, timeout: Duration) -> (Seen, i64) {
     match client.get(url).timeout(timeout).send().await {
         Ok(response) => {
@@ -172,7 +120,7 @@ async fn get(client: &reqwest::Client, url: &str, timeout: Duration) -> (Seen, i
 
 /// Runs the probe. `Err` means it could not probe; the child is killed and
 /// reaped before this returns, whatever happened.
-pub async fn probe(config: &ProbeConfig) -> Result<ProbeReport> {
+pub async fn probe(config: &ShutdownProbeConfig) -> Result<ShutdownProbeReport> {
     let target = SocketAddr::from((Ipv4Addr::LOCALHOST, config.port));
     if tokio::net::TcpStream::connect(target).await.is_ok() {
         bail!("something already listens on {target}: stop it, or pick another --port");
@@ -185,28 +133,7 @@ pub async fn probe(config: &ProbeConfig) -> Result<ProbeReport> {
     )?;
     let pid = child.pid();
     eprintln!("probe: started pid {pid}: {}", config.command.join(" "));
-    let started = monotonic_ms();
-    let start_deadline = tokio::time::Instant::now() + config.start_timeout;
-    loop {
-        if tokio::net::TcpStream::connect(target).await.is_ok() {
-            break;
-        }
-        if let Some(ended) = child.try_ended()? {
-            bail!(
-                "the command exited ({}) before it listened on {target} (pid {pid})",
-                ended.describe()
-            );
-        }
-        if tokio::time::Instant::now() >= start_deadline {
-            child.kill_group()?;
-            bail!(
-                "the command did not listen on {target} within {:?}; killed it (pid {pid})",
-                config.start_timeout
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    let listened_after_ms = monotonic_ms() - started;
+    let listened_after_ms = wait_until_listening(&mut child, target, config.start_timeout).await?;
     let base = format!("http://{target}");
     let short = Duration::from_millis(1_000);
     // A fresh connection per readiness poll, as a kubelet probe makes.
@@ -215,8 +142,8 @@ pub async fn probe(config: &ProbeConfig) -> Result<ProbeReport> {
         .pool_max_idle_per_host(0)
         .build()
         .context("building the readiness client")?;
-    let (_, ready_status_before) =
-        get(&poller, &format!("{base}{}", config.ready_path), short).await;
+    let ready_url = format!("{base}{}", config.ready_path);
+    let (_, ready_status_before) = get(&poller, &ready_url, short).await;
 
     // Steady traffic on a keep-alive client (a balancer's pool), readiness
     // polls beside it; both until told to stop.
@@ -225,19 +152,19 @@ pub async fn probe(config: &ProbeConfig) -> Result<ProbeReport> {
         .build()
         .context("building the client")?;
     let (stop, stopped) = watch::channel(false);
-    let traffic = tokio::spawn(drive(
+    let traffic = AbortOnDrop::spawn(drive(
         client.clone(),
         format!("{base}{}", config.path),
         config.interval,
         short,
         stopped.clone(),
     ));
-    let polls = tokio::spawn(drive(
-        poller.clone(),
-        format!("{base}{}", config.ready_path),
+    let polls = AbortOnDrop::spawn(drive(
+        poller,
+        ready_url,
         config.interval.max(Duration::from_millis(20)),
         short,
-        stopped.clone(),
+        stopped,
     ));
     tokio::time::sleep(config.warmup).await;
     let mut in_flight = JoinSet::new();
@@ -266,67 +193,62 @@ pub async fn probe(config: &ProbeConfig) -> Result<ProbeReport> {
     // A little more traffic: what a balancer that has not noticed would see.
     tokio::time::sleep(Duration::from_millis(100)).await;
     let _ = stop.send(true);
-    let traffic = traffic.await.context("the traffic task panicked")?;
-    let polls = polls.await.context("the readiness task panicked")?;
+    // Every request has a timeout of its own; these bounds are a backstop.
+    let collect_limit = short + Duration::from_secs(2);
+    let traffic = traffic
+        .join_within(collect_limit)
+        .await
+        .context("the traffic did not stop")?;
+    let polls = polls
+        .join_within(collect_limit)
+        .await
+        .context("the readiness polls did not stop")?;
     let mut in_flight_seen = Vec::new();
     while let Some(joined) = in_flight.join_next().await {
         in_flight_seen.push(joined.context("an in-flight request panicked")?);
     }
     drop(child);
-
-    let after = |records: &[(f64, Seen)], wanted: Seen| {
-        records
-            .iter()
-            .filter(|(at, seen)| *at >= sigterm_at && *seen == wanted)
-            .map(|(at, _)| at - sigterm_at)
-            .fold(f64::INFINITY, f64::min)
-    };
-    let readiness_503 = after(&polls, Seen::Unavailable);
-    let refused = after(&polls, Seen::Refused).min(after(&traffic, Seen::Refused));
-    let after_sigterm: Vec<Seen> = traffic
-        .iter()
-        .filter(|(at, _)| *at >= sigterm_at)
-        .map(|(_, seen)| *seen)
-        .collect();
-    let tally = |wanted: &[Seen]| {
-        after_sigterm
-            .iter()
-            .filter(|seen| wanted.contains(seen))
-            .count() as u64
-    };
-    let completed = in_flight_seen
-        .iter()
-        .filter(|&&seen| seen == Seen::Ok)
-        .count() as u64;
-    let never = |millis: f64| if millis.is_finite() { millis } else { -1.0 };
-    let mut report = ProbeReport {
-        command: config.command.join(" "),
-        port: config.port,
-        child_pid: i64::from(pid),
+    let observed = Observed {
+        child_pid: pid,
         listened_after_ms,
         ready_status_before,
-        readiness_503_after_ms: never(readiness_503),
-        refused_after_ms: never(refused),
-        readiness_before_refusing: readiness_503.is_finite() && readiness_503 < refused,
-        in_flight: in_flight_seen.len() as u64,
-        in_flight_completed: completed,
-        in_flight_failed: in_flight_seen.len() as u64 - completed,
-        after_sigterm_requests: after_sigterm.len() as u64,
-        after_sigterm_ok: tally(&[Seen::Ok]),
-        after_sigterm_503: tally(&[Seen::Unavailable]),
-        after_sigterm_refused: tally(&[Seen::Refused]),
-        after_sigterm_reset: tally(&[Seen::Reset]),
-        after_sigterm_other: tally(&[Seen::OtherStatus, Seen::Timeout]),
-        exit: ended.describe(),
-        exit_code: i64::from(ended.shell_code()),
-        time_to_exit_ms: exit_at - sigterm_at,
+        polls,
+        traffic,
+        in_flight: in_flight_seen,
+        sigterm_at,
+        exit_at,
+        ended,
         killed_after_grace,
-        clean: false,
-        verdict: String::new(),
     };
-    report.clean = ended == Ended::Code(0) && !killed_after_grace && report.in_flight_failed == 0;
-    report.verdict = verdict(&report, config);
-    Ok(report)
+    Ok(ShutdownProbeReport::from_observed(&observed, config))
+}
+
+/// Waits until `target` accepts a connection; the ms it took. Fails, killing
+/// the child, if it exits first or takes longer than `limit`.
+async fn wait_until_listening(
+    child: &mut ChildGuard,
+    target: SocketAddr,
+    limit: Duration,
+) -> Result<f64> {
+    let pid = child.pid();
+    let started = monotonic_ms();
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        if tokio::net::TcpStream::connect(target).await.is_ok() {
+            return Ok(monotonic_ms() - started);
+        }
+        if let Some(ended) = child.try_ended()? {
+            bail!(
+                "the command exited ({}) before it listened on {target} (pid {pid})",
+                ended.describe()
+            );
+        }
+        if tokio::time::Instant::now() >= deadline {
+            child.kill_group()?;
+            bail!("the command did not listen on {target} within {limit:?}; killed it (pid {pid})");
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }
 
 /// Requests to `url` every `interval` until stopped; (start time, outcome).
@@ -359,74 +281,11 @@ async fn drive(
     seen
 }
 
-/// The report as sentences, one a line.
-fn verdict(report: &ProbeReport, config: &ProbeConfig) -> String {
-    let mut lines = Vec::new();
-    lines.push(match report.ready_status_before {
-        200 => format!("{} answered 200 before SIGTERM", config.ready_path),
-        -1 => format!("{} did not answer before SIGTERM", config.ready_path),
-        status => format!(
-            "{} answered {status} before SIGTERM: no readiness endpoint there?",
-            config.ready_path
-        ),
-    });
-    lines.push(
-        match (report.readiness_503_after_ms, report.refused_after_ms) {
-            (ready, refused) if ready >= 0.0 && (refused < 0.0 || ready < refused) => format!(
-                "readiness turned 503 {ready:.0} ms after SIGTERM{}",
-                if refused >= 0.0 {
-                    format!(", {:.0} ms before the first refused connection", refused - ready)
-                } else {
-                    String::new()
-                }
-            ),
-            (_, refused) if refused >= 0.0 => format!(
-                "connections were refused {refused:.0} ms after SIGTERM with no 503 from readiness first: a balancer finds out only by failing requests"
-            ),
-            _ => "readiness never answered 503 and no connection was refused".into(),
-        },
-    );
-    lines.push(format!(
-        "{} of {} requests in flight at SIGTERM completed",
-        report.in_flight_completed, report.in_flight
-    ));
-    lines.push(format!(
-        "after SIGTERM: {} requests, {} ok, {} answered 503, {} refused, {} reset, {} other failures",
-        report.after_sigterm_requests,
-        report.after_sigterm_ok,
-        report.after_sigterm_503,
-        report.after_sigterm_refused,
-        report.after_sigterm_reset,
-        report.after_sigterm_other
-    ));
-    lines.push(if report.killed_after_grace {
-        format!(
-            "did not exit within the {:.0} ms grace period after SIGTERM (it ignored it or never finished draining): killed with SIGKILL",
-            config.grace.as_secs_f64() * 1000.0
-        )
-    } else if report.exit_code == 128 + libc::SIGTERM as i64 {
-        format!(
-            "died of SIGTERM itself after {:.0} ms: no handler, so no drain",
-            report.time_to_exit_ms
-        )
-    } else {
-        format!(
-            "exited with {} {:.0} ms after SIGTERM",
-            report.exit, report.time_to_exit_ms
-        )
-    });
-    lines.push(if report.clean {
-        "verdict: clean shutdown".into()
-    } else {
-        "verdict: requests or the exit were not clean (see above)".into()
-    });
-    lines.join("\n")
-}
-
 /// `main` for `probe`: prints the report (or the error) and returns the exit code.
-pub fn probe_main(args: &[String]) -> i32 {
+pub fn probe_main(args: &[String]) -> u8 {
     if args.iter().any(|arg| arg == "-h" || arg == "--help") && !args.contains(&"--".into()) {
-        println!("{USAGE}");
+        // A closed pipe (`| head`) is not an error worth a panic.
+        let _ = writeln!(std::io::stdout(), "{USAGE}");
         return 0;
     }
     let outcome = parse_args(args).and_then(|config| {

@@ -1,30 +1,22 @@
-//! The server under test: health endpoints, short and slow work, a
-//! server-sent-events stream, and a SQLite database every `/work` request
-//! writes to. The lab runs it as a real child process (`lab-shutdown-drain
-//! __server ...`) and stops it with a real SIGTERM; how it reacts depends on
-//! the [`Variant`].
+//! The server under test, as a real child process (`lab-shutdown-drain
+//! __server ...`) that the lab stops with a real SIGTERM: how it reacts is
+//! its [`ShutdownStyle`]. The app it serves is in [`crate::app`].
 
 use std::{
     future::IntoFuture,
+    net::SocketAddr,
     path::{Path, PathBuf},
-    sync::{
-        Arc, Mutex,
-        atomic::{AtomicBool, AtomicU64, Ordering},
-    },
+    sync::{Arc, atomic::Ordering},
     time::Duration,
 };
 
 use anyhow::{Context, Result, bail};
-use axum::{
-    Router,
-    body::Body,
-    extract::{Request, State},
-    http::{HeaderValue, StatusCode, Uri, header},
-    middleware::{self, Next},
-    response::{IntoResponse, Response},
-    routing::get,
+use axum::Router;
+use lab_kit::{
+    Series,
+    flags::Flags,
+    net::{AbortOnDrop, bind_loopback},
 };
-use lab_kit::{clock::monotonic_ms, flags::Flags};
 use tokio::{
     net::TcpListener,
     signal::unix::{SignalKind, signal},
@@ -32,11 +24,14 @@ use tokio::{
     time::Instant,
 };
 
-use crate::events::EventLog;
+use crate::{
+    app::{ShutdownAppState, app, close_db, new_state},
+    events::EventLog,
+};
 
 /// How the server reacts to SIGTERM.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Variant {
+pub enum ShutdownStyle {
     /// No handler: SIGTERM's default action ends the process on the spot.
     ExitAtOnce,
     /// `axum::serve(..).with_graceful_shutdown(sigterm)` and nothing else.
@@ -48,33 +43,40 @@ pub enum Variant {
     IgnoreSigterm,
 }
 
-impl Variant {
+impl ShutdownStyle {
     pub fn name(self) -> &'static str {
         match self {
-            Variant::ExitAtOnce => "exit-at-once",
-            Variant::GracefulOnly => "graceful-only",
-            Variant::Full => "full",
-            Variant::IgnoreSigterm => "ignore-sigterm",
+            ShutdownStyle::ExitAtOnce => "exit-at-once",
+            ShutdownStyle::GracefulOnly => "graceful-only",
+            ShutdownStyle::Full => "full",
+            ShutdownStyle::IgnoreSigterm => "ignore-sigterm",
         }
     }
 
-    pub fn parse(text: &str) -> Result<Variant> {
+    pub fn parse(text: &str) -> Result<ShutdownStyle> {
         Ok(match text {
-            "exit-at-once" => Variant::ExitAtOnce,
-            "graceful-only" => Variant::GracefulOnly,
-            "full" => Variant::Full,
-            "ignore-sigterm" => Variant::IgnoreSigterm,
+            "exit-at-once" => ShutdownStyle::ExitAtOnce,
+            "graceful-only" => ShutdownStyle::GracefulOnly,
+            "full" => ShutdownStyle::Full,
+            "ignore-sigterm" => ShutdownStyle::IgnoreSigterm,
             other => bail!(
-                "unknown variant {other:?} (exit-at-once, graceful-only, full, ignore-sigterm)"
+                "unknown shutdown style {other:?} (exit-at-once, graceful-only, full, ignore-sigterm)"
             ),
         })
+    }
+}
+
+/// The probe's series on the lab's own server: `probe/<style>`.
+impl Series for ShutdownStyle {
+    fn series(&self) -> String {
+        format!("probe/{}", self.name())
     }
 }
 
 /// The server's knobs, all passed on its command line by the lab.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
-    pub variant: Variant,
+    pub style: ShutdownStyle,
     /// After SIGTERM, how long to keep serving with readiness at 503 so the
     /// balancer notices (what a preStop `sleep` does in Kubernetes).
     pub drain_wait: Duration,
@@ -92,227 +94,19 @@ pub struct ServerConfig {
     pub events: Option<PathBuf>,
 }
 
-/// What the handlers share.
-struct AppState {
-    /// `/readyz` answers 200 while true.
-    ready: AtomicBool,
-    /// Every response gets `Connection: close` while true.
-    draining: AtomicBool,
-    /// Flips to true when streams are told to end.
-    goaway: watch::Receiver<bool>,
-    /// The database handle. `None` once closed: a write after that is a bug
-    /// in the shutdown order, and answers 500 rather than hiding it.
-    db: Mutex<Option<rusqlite::Connection>>,
-    in_flight: AtomicU64,
-    /// CLOCK_MONOTONIC ms, as f64 bits, of the last response handed to hyper.
-    last_response_bits: AtomicU64,
-    slow: Duration,
-    stream_tick: Duration,
-}
-
-impl AppState {
-    fn last_response_ms(&self) -> f64 {
-        f64::from_bits(self.last_response_bits.load(Ordering::SeqCst))
-    }
-}
-
-/// Opens (and creates) the database: one table, one row per `/work` request.
-pub fn open_db(path: &Path) -> Result<rusqlite::Connection> {
-    let connection = rusqlite::Connection::open(path)
-        .with_context(|| format!("opening the database {}", path.display()))?;
-    // WAL: a committed write survives the process being killed (not a power
-    // cut, with synchronous=NORMAL), which is the failure this lab produces.
-    connection
-        .execute_batch(
-            "PRAGMA journal_mode = WAL;
-             PRAGMA synchronous = NORMAL;
-             CREATE TABLE IF NOT EXISTS writes (
-                 row INTEGER PRIMARY KEY AUTOINCREMENT,
-                 request_id INTEGER NOT NULL,
-                 written_ms REAL NOT NULL
-             );",
-        )
-        .context("creating the writes table")?;
-    Ok(connection)
-}
-
-/// The request ids present in a database file.
-pub fn written_ids(path: &Path) -> Result<Vec<i64>> {
-    let connection = rusqlite::Connection::open(path)
-        .with_context(|| format!("opening the database {}", path.display()))?;
-    let mut statement = connection
-        .prepare("SELECT request_id FROM writes ORDER BY row")
-        .context("preparing the read")?;
-    let ids = statement
-        .query_map([], |row| row.get::<_, i64>(0))
-        .context("reading the writes")?
-        .collect::<rusqlite::Result<Vec<i64>>>()
-        .context("reading a row")?;
-    Ok(ids)
-}
-
-fn query_number(uri: &Uri, key: &str) -> Option<u64> {
-    uri.query()?.split('&').find_map(|pair| {
-        let (name, value) = pair.split_once('=')?;
-        (name == key).then(|| value.parse().ok()).flatten()
-    })
-}
-
-// ANCHOR: routes
-/// The routes. Liveness never touches the database; readiness reads a flag.
-fn app(state: Arc<AppState>) -> Router {
-    Router::new()
-        .route("/livez", get(|| async { "alive\n" }))
-        .route("/readyz", get(readyz))
-        .route("/work", get(work).post(work))
-        .route("/slow", get(slow))
-        .route("/events", get(events))
-        .layer(middleware::from_fn_with_state(Arc::clone(&state), track))
-        .with_state(state)
-}
-// ANCHOR_END: routes
-
-// ANCHOR: readyz
-async fn readyz(State(state): State<Arc<AppState>>) -> Response {
-    if state.ready.load(Ordering::SeqCst) {
-        (StatusCode::OK, "ready\n").into_response()
-    } else {
-        // Not ready is not dead: the balancer stops routing here, the
-        // orchestrator does not restart the process.
-        (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n").into_response()
-    }
-}
-// ANCHOR_END: readyz
-
-/// Counts requests in flight, remembers when the last response left, and
-/// marks every response `Connection: close` while draining, so a client or
-/// balancer stops reusing this connection as soon as its request is done.
-async fn track(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
-    state.in_flight.fetch_add(1, Ordering::SeqCst);
-    let mut response = next.run(request).await;
-    if state.draining.load(Ordering::SeqCst) {
-        response
-            .headers_mut()
-            .insert(header::CONNECTION, HeaderValue::from_static("close"));
-    }
-    state
-        .last_response_bits
-        .store(monotonic_ms().to_bits(), Ordering::SeqCst);
-    state.in_flight.fetch_sub(1, Ordering::SeqCst);
-    response
-}
-
-async fn work(State(state): State<Arc<AppState>>, uri: Uri) -> Response {
-    let request_id = query_number(&uri, "id").unwrap_or(0) as i64;
-    // SQLite calls block: run them on the blocking pool, not on a runtime worker.
-    let written = tokio::task::spawn_blocking(move || -> Result<i64> {
-        let guard = state
-            .db
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let Some(connection) = guard.as_ref() else {
-            bail!("the database is already closed");
-        };
-        connection.execute(
-            "INSERT INTO writes (request_id, written_ms) VALUES (?1, ?2)",
-            rusqlite::params![request_id, monotonic_ms()],
-        )?;
-        Ok(connection.last_insert_rowid())
-    })
-    .await;
-    match written {
-        // The row is committed before this 200 leaves: an acknowledged write
-        // is a durable one.
-        Ok(Ok(row)) => (StatusCode::OK, format!("{{\"row\":{row}}}\n")).into_response(),
-        Ok(Err(error)) => {
-            (StatusCode::INTERNAL_SERVER_ERROR, format!("{error:#}\n")).into_response()
-        }
-        Err(_) => (StatusCode::INTERNAL_SERVER_ERROR, "the write panicked\n").into_response(),
-    }
-}
-
-async fn slow(State(state): State<Arc<AppState>>, uri: Uri) -> &'static str {
-    let millis = query_number(&uri, "ms").map_or(state.slow, Duration::from_millis);
-    tokio::time::sleep(millis.min(Duration::from_secs(120))).await;
-    "done\n"
-}
-
-/// Server-sent events: a tick every `stream_tick`. When told to end, the
-/// stream sends `event: goaway` and keeps ticking until the client leaves:
-/// cutting every stream at once would make every client reconnect at once;
-/// the hard deadline bounds how long a client may take.
-async fn events(State(state): State<Arc<AppState>>) -> Response {
-    let tick = state.stream_tick;
-    let goaway = state.goaway.clone();
-    let stream = futures_util::stream::unfold(
-        (goaway, 0u64, false),
-        move |(mut goaway, count, told)| async move {
-            if !told && *goaway.borrow_and_update() {
-                let frame = "event: goaway\ndata: reconnect elsewhere\n\n".to_string();
-                return Some((Ok::<_, std::io::Error>(frame), (goaway, count, true)));
-            }
-            tokio::select! {
-                _ = tokio::time::sleep(tick) => {}
-                // Wake early when told, so the goaway goes out at once.
-                changed = goaway.changed(), if !told => {
-                    if changed.is_err() {
-                        // The sender is gone (the server is exiting): just tick.
-                        tokio::time::sleep(tick).await;
-                    }
-                }
-            }
-            Some((Ok(format!("data: {count}\n\n")), (goaway, count + 1, told)))
-        },
-    );
-    Response::builder()
-        .header(header::CONTENT_TYPE, "text/event-stream")
-        .header(header::CACHE_CONTROL, "no-cache")
-        .body(Body::from_stream(stream))
-        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
-}
-
-fn new_state(config: &ServerConfig, goaway: watch::Receiver<bool>) -> Result<Arc<AppState>> {
-    Ok(Arc::new(AppState {
-        ready: AtomicBool::new(true),
-        draining: AtomicBool::new(false),
-        goaway,
-        db: Mutex::new(Some(open_db(&config.db)?)),
-        in_flight: AtomicU64::new(0),
-        last_response_bits: AtomicU64::new(0f64.to_bits()),
-        slow: config.slow,
-        stream_tick: config.stream_tick,
-    }))
-}
-
-/// Closes the database handle; logs when, and what was still in flight.
-fn close_db(state: &AppState, events: &EventLog) -> Result<()> {
-    let connection = state
-        .db
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-        .take();
-    if let Some(connection) = connection {
-        connection
-            .close()
-            .map_err(|(_, error)| error)
-            .context("closing the database")?;
-    }
-    events.log_value("last_response", state.last_response_ms());
-    events.log_value("db_closed", state.in_flight.load(Ordering::SeqCst) as f64);
-    Ok(())
-}
-
-/// Runs the server until its variant decides to exit; returns the exit code.
+/// Runs the server until its shutdown style decides to exit; returns the exit code.
 pub async fn serve(config: ServerConfig) -> Result<i32> {
     let events = EventLog::open(config.events.as_deref())?;
     let (goaway_sender, goaway) = watch::channel(false);
     let state = new_state(&config, goaway)?;
     // Register the handler before announcing the port: a SIGTERM that comes
     // right after the lab learns the port must find it installed.
-    let sigterm = match config.variant {
-        Variant::ExitAtOnce => None,
+    let sigterm = match config.style {
+        ShutdownStyle::ExitAtOnce => None,
         _ => Some(signal(SignalKind::terminate()).context("installing the SIGTERM handler")?),
     };
+    // Not the kit's `bind_loopback`: under the probe the port is fixed
+    // (`--port`), as a reader's own server's would be; deploys pass 0.
     let listener = TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, config.port))
         .await
         .with_context(|| format!("binding 127.0.0.1:{}", config.port))?;
@@ -328,11 +122,11 @@ pub async fn serve(config: ServerConfig) -> Result<i32> {
     events.log_value("listening", f64::from(port));
     eprintln!(
         "server: {} listening on 127.0.0.1:{port}",
-        config.variant.name()
+        config.style.name()
     );
     let app = app(Arc::clone(&state));
-    match (config.variant, sigterm) {
-        (Variant::ExitAtOnce, _) | (_, None) => {
+    match (config.style, sigterm) {
+        (ShutdownStyle::ExitAtOnce, _) | (_, None) => {
             // ANCHOR: exit_at_once
             // No SIGTERM handler at all: the kernel's default action ends the
             // process the moment the signal arrives. Sockets close mid-response.
@@ -340,7 +134,7 @@ pub async fn serve(config: ServerConfig) -> Result<i32> {
             // ANCHOR_END: exit_at_once
             Ok(0)
         }
-        (Variant::IgnoreSigterm, Some(mut sigterm)) => {
+        (ShutdownStyle::IgnoreSigterm, Some(mut sigterm)) => {
             let server = tokio::spawn(axum::serve(listener, app).into_future());
             while sigterm.recv().await.is_some() {
                 events.log("sigterm_ignored");
@@ -348,7 +142,7 @@ pub async fn serve(config: ServerConfig) -> Result<i32> {
             server.await.context("the server task failed")??;
             Ok(0)
         }
-        (Variant::GracefulOnly, Some(mut sigterm)) => {
+        (ShutdownStyle::GracefulOnly, Some(mut sigterm)) => {
             // ANCHOR: graceful_only
             let logged = events.clone();
             axum::serve(listener, app)
@@ -366,7 +160,7 @@ pub async fn serve(config: ServerConfig) -> Result<i32> {
             close_db(&state, &events)?;
             Ok(0)
         }
-        (Variant::Full, Some(sigterm)) => {
+        (ShutdownStyle::Full, Some(sigterm)) => {
             full_sequence(
                 listener,
                 app,
@@ -386,7 +180,7 @@ pub async fn serve(config: ServerConfig) -> Result<i32> {
 async fn full_sequence(
     listener: TcpListener,
     app: Router,
-    state: &AppState,
+    state: &ShutdownAppState,
     config: &ServerConfig,
     mut sigterm: tokio::signal::unix::Signal,
     goaway: watch::Sender<bool>,
@@ -444,15 +238,11 @@ async fn full_sequence(
 // ANCHOR_END: full_sequence
 
 /// Serves the same app in this process, never signalled: the healthy peer
-/// behind the balancer. Dropping the returned task handle does not stop it;
-/// abort it.
-pub async fn spawn_peer(
-    db: &Path,
-    stream_tick: Duration,
-) -> Result<(std::net::SocketAddr, tokio::task::JoinHandle<()>)> {
-    let (_goaway_sender, goaway) = watch::channel(false);
+/// behind the balancer, until the returned guard is dropped.
+pub async fn spawn_peer(db: &Path, stream_tick: Duration) -> Result<(SocketAddr, AbortOnDrop)> {
+    let (goaway_sender, goaway) = watch::channel(false);
     let config = ServerConfig {
-        variant: Variant::Full,
+        style: ShutdownStyle::Full,
         drain_wait: Duration::ZERO,
         hard_deadline: Duration::ZERO,
         slow: Duration::from_millis(100),
@@ -463,23 +253,22 @@ pub async fn spawn_peer(
         events: None,
     };
     let state = new_state(&config, goaway)?;
-    let listener = TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0))
-        .await
-        .context("binding the peer")?;
+    let listener = bind_loopback().await.context("binding the peer")?;
     let addr = listener
         .local_addr()
         .context("reading the peer's address")?;
-    let task = tokio::spawn(async move {
-        let _keep_goaway_open = _goaway_sender;
+    let task = AbortOnDrop::spawn(async move {
+        // The peer never tells its streams to end: keep the sender alive.
+        let _keep_goaway_open = goaway_sender;
         let _ = axum::serve(listener, app(state)).await;
     });
     Ok((addr, task))
 }
 
-/// `lab-shutdown-drain __server --variant V --db PATH [--port P]
+/// `lab-shutdown-drain __server --style S --db PATH [--port P]
 /// [--port-file PATH] [--events PATH] [--drain-wait-ms N] [--deadline-ms N]
 /// [--slow-ms N] [--tick-ms N]`: the child process. Exits with the code the
-/// variant chose (or by the signal, for `exit-at-once`).
+/// style chose (or by the signal, for `exit-at-once`).
 pub fn server_main(args: &[String]) -> Result<i32> {
     let config = parse_server_args(args)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -497,7 +286,7 @@ pub fn server_main(args: &[String]) -> Result<i32> {
 
 fn parse_server_args(args: &[String]) -> Result<ServerConfig> {
     let mut config = ServerConfig {
-        variant: Variant::Full,
+        style: ShutdownStyle::Full,
         drain_wait: Duration::from_millis(400),
         hard_deadline: Duration::from_millis(1000),
         slow: Duration::from_millis(800),
@@ -510,7 +299,7 @@ fn parse_server_args(args: &[String]) -> Result<ServerConfig> {
     let mut flags = Flags::new(args).for_what("server");
     while let Some(flag) = flags.next_flag()? {
         match flag.name {
-            "--variant" => config.variant = Variant::parse(flag.value)?,
+            "--style" => config.style = ShutdownStyle::parse(flag.value)?,
             "--db" => config.db = PathBuf::from(flag.value),
             "--port" => config.port = flag.parse("a port")?,
             "--port-file" => config.port_file = Some(PathBuf::from(flag.value)),
@@ -535,7 +324,7 @@ mod tests {
     #[test]
     fn parses_its_command_line() {
         let args: Vec<String> = [
-            "--variant",
+            "--style",
             "graceful-only",
             "--db",
             "/tmp/x.db",
@@ -545,17 +334,10 @@ mod tests {
         .map(String::from)
         .to_vec();
         let config = parse_server_args(&args).expect("valid");
-        assert_eq!(config.variant, Variant::GracefulOnly);
+        assert_eq!(config.style, ShutdownStyle::GracefulOnly);
         assert_eq!(config.hard_deadline, Duration::from_millis(250));
-        assert!(parse_server_args(&["--variant".into()]).is_err());
-        assert!(parse_server_args(&["--variant".into(), "full".into()]).is_err());
+        assert!(parse_server_args(&["--style".into()]).is_err());
+        assert!(parse_server_args(&["--style".into(), "full".into()]).is_err());
         assert!(parse_server_args(&["--bogus".into(), "1".into()]).is_err());
-    }
-
-    #[test]
-    fn reads_numbers_from_the_query() {
-        let uri: Uri = "/work?x=1&id=42".parse().expect("a uri");
-        assert_eq!(query_number(&uri, "id"), Some(42));
-        assert_eq!(query_number(&uri, "ms"), None);
     }
 }

@@ -1,5 +1,5 @@
 //! The four deploys, each run for real (a child process, a real SIGTERM),
-//! asserting what the issue says must hold.
+//! asserting what each shutdown style must do.
 //!
 //! Timing margins: the tests give the balancer three readiness polls before
 //! the server stops accepting (the lab's modes give two, as the production
@@ -7,14 +7,15 @@
 //! test. The deploys run one at a time, so they do not compete for the CPU.
 
 use lab_kit::Mode;
-use lab_shutdown_drain::{Config, Scenario, child::pid_exists, run_deploy};
+use lab_kit::Series;
+use lab_shutdown_drain::{DeployCase, ShutdownConfig, child::pid_exists, run_deploy};
 
 /// An async mutex: each test has its own runtime, and the guard is held
 /// across the whole deploy.
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-fn config() -> Config {
-    let mut config = Config::for_mode(Mode::Quick);
+fn config() -> ShutdownConfig {
+    let mut config = ShutdownConfig::for_mode(Mode::Quick);
     config.server_exe = env!("CARGO_BIN_EXE_lab-shutdown-drain").into();
     config.drain_wait_ms = 3 * config.readiness_period_ms;
     config.hard_deadline_ms = config.drain_wait_ms + config.slow_ms + 400;
@@ -22,11 +23,11 @@ fn config() -> Config {
     config
 }
 
-async fn deploy(scenario: Scenario, config: &Config) -> lab_shutdown_drain::Deploy {
+async fn deploy(case: DeployCase, config: &ShutdownConfig) -> lab_shutdown_drain::Deploy {
     let _serial = ONE_AT_A_TIME.lock().await;
-    let deploy = run_deploy(scenario, config)
+    let deploy = run_deploy(case, config)
         .await
-        .unwrap_or_else(|error| panic!("{}: {error:#}", scenario.series()));
+        .unwrap_or_else(|error| panic!("{}: {error:#}", case.series()));
     assert!(
         !pid_exists(deploy.summary.child_pid as i32),
         "the server's pid {} is still there",
@@ -38,7 +39,7 @@ async fn deploy(scenario: Scenario, config: &Config) -> lab_shutdown_drain::Depl
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_full_sequence_loses_nothing() {
     let config = config();
-    let deploy = deploy(Scenario::Full, &config).await;
+    let deploy = deploy(DeployCase::Full, &config).await;
     let summary = &deploy.summary;
     let failures: Vec<_> = deploy
         .samples
@@ -70,7 +71,7 @@ async fn the_full_sequence_loses_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exiting_at_once_fails_requests() {
-    let deploy = deploy(Scenario::ExitAtOnce, &config()).await;
+    let deploy = deploy(DeployCase::ExitAtOnce, &config()).await;
     let summary = &deploy.summary;
     assert_eq!(summary.exit, "signal 15 (SIGTERM)");
     assert_eq!(summary.exit_code, 143);
@@ -86,7 +87,7 @@ async fn exiting_at_once_fails_requests() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn graceful_shutdown_alone_waits_for_streams_until_sigkill() {
     let config = config();
-    let deploy = deploy(Scenario::GracefulOnly, &config).await;
+    let deploy = deploy(DeployCase::GracefulOnly, &config).await;
     let summary = &deploy.summary;
     // In-flight requests finish: that part of graceful shutdown works...
     assert_eq!(summary.in_flight_completed, config.slow_requests as u64);
@@ -111,7 +112,7 @@ async fn a_stream_that_never_leaves_ends_at_the_hard_deadline() {
     // deadline (scheduling on a loaded machine, process teardown).
     const MARGIN_MS: f64 = 750.0;
     let config = config();
-    let deploy = deploy(Scenario::FullStuckStream, &config).await;
+    let deploy = deploy(DeployCase::FullStuckStream, &config).await;
     let summary = &deploy.summary;
     assert!(summary.hit_deadline, "{summary:#?}");
     assert_eq!(summary.exit_code, 1);

@@ -8,18 +8,17 @@ use std::{
     time::{Duration, Instant},
 };
 
-use lab_kit::Mode;
-use lab_shutdown_drain::{Config, Scenario, child::pid_exists, run_deploy};
+use lab_kit::{Mode, net::closed_loopback_port};
+use lab_shutdown_drain::{DeployCase, ShutdownConfig, child::pid_exists, run_deploy};
 use serde_json::Value;
 
 const LAB: &str = env!("CARGO_BIN_EXE_lab-shutdown-drain");
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
-/// A port nothing listens on right now (bind port 0, read it, let it go).
+/// A port nothing listens on right now.
 fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
-    listener.local_addr().expect("an address").port()
+    closed_loopback_port().expect("a closed loopback port")
 }
 
 struct Probed {
@@ -64,12 +63,12 @@ fn started_pid(stderr: &str) -> i32 {
         .unwrap_or_else(|| panic!("no pid in the probe's stderr: {stderr}"))
 }
 
-fn own_server(variant: &str, port: u16, db: &std::path::Path) -> Vec<String> {
+fn own_server(style: &str, port: u16, db: &std::path::Path) -> Vec<String> {
     [
         LAB,
         "__server",
-        "--variant",
-        variant,
+        "--style",
+        style,
         "--port",
         &port.to_string(),
         "--db",
@@ -85,10 +84,10 @@ fn own_server(variant: &str, port: u16, db: &std::path::Path) -> Vec<String> {
     .to_vec()
 }
 
-fn probe_own_server(variant: &str) -> Probed {
+fn probe_own_server(style: &str) -> Probed {
     let scratch = tempfile::tempdir().expect("a temp dir");
     let port = free_port();
-    let command = own_server(variant, port, &scratch.path().join("probe.db"));
+    let command = own_server(style, port, &scratch.path().join("probe.db"));
     let command: Vec<&str> = command.iter().map(String::as_str).collect();
     let port_text = port.to_string();
     let probed = probe(
@@ -109,7 +108,7 @@ fn probe_own_server(variant: &str) -> Probed {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_probe_agrees_with_the_lab_on_the_lab_s_own_server() {
-    let mut config = Config::for_mode(Mode::Quick);
+    let mut config = ShutdownConfig::for_mode(Mode::Quick);
     config.server_exe = LAB.into();
 
     // The full sequence: clean for the lab, clean for the probe.
@@ -119,7 +118,7 @@ async fn the_probe_agrees_with_the_lab_on_the_lab_s_own_server() {
     assert_eq!(full.report["exit_code"], 0);
     assert_eq!(full.report["in_flight_failed"], 0);
     assert_eq!(full.report["readiness_before_refusing"], true);
-    let lab_full = run_deploy(Scenario::Full, &config)
+    let lab_full = run_deploy(DeployCase::Full, &config)
         .await
         .expect("the lab runs");
     assert_eq!(
@@ -137,7 +136,7 @@ async fn the_probe_agrees_with_the_lab_on_the_lab_s_own_server() {
     assert_eq!(naive.report["exit_code"], 143);
     assert_eq!(naive.report["in_flight_completed"], 0);
     assert_eq!(naive.report["readiness_before_refusing"], false);
-    let lab_naive = run_deploy(Scenario::ExitAtOnce, &config)
+    let lab_naive = run_deploy(DeployCase::ExitAtOnce, &config)
         .await
         .expect("the lab runs");
     assert_eq!(
@@ -145,6 +144,31 @@ async fn the_probe_agrees_with_the_lab_on_the_lab_s_own_server() {
         naive.report["exit_code"].as_i64().unwrap()
     );
     assert_eq!(lab_naive.summary.in_flight_completed, 0);
+}
+
+#[test]
+fn bad_arguments_get_one_error_line_and_exit_2() {
+    for (flags, expected) in [
+        (
+            &["--port", "80", "--bogus", "1"][..],
+            "unknown probe flag \"--bogus\"",
+        ),
+        (
+            &["--port", "abc"][..],
+            "--port \"abc\" is not a whole number",
+        ),
+        (&["--in-flight"][..], "--in-flight needs a value"),
+    ] {
+        let probed = probe(flags, &["true"]);
+        assert_eq!(probed.code, 2, "{flags:?}: {}", probed.stderr);
+        let lines: Vec<&str> = probed.stderr.lines().collect();
+        assert_eq!(lines.len(), 1, "{flags:?}: {}", probed.stderr);
+        assert!(
+            lines[0].starts_with("error: ") && lines[0].contains(expected),
+            "{flags:?}: {}",
+            lines[0]
+        );
+    }
 }
 
 #[test]

@@ -1,24 +1,28 @@
-//! Why a liveness check must not test the database: a small, deterministic
-//! simulation of a fleet of pods whose database turns slow for a while.
+//! Why a liveness check must not test the database, at the scale of a fleet:
+//! a small, deterministic simulation of pods whose database turns slow for a
+//! while.
 //!
 //! This is a simulation, not a measurement: one machine cannot run a fleet,
 //! a kubelet and a database under load in seconds. Its rules are few and
-//! stated in [`SimulationConfig`]; the chapter says so next to the chart.
+//! stated in [`FleetConfig`]; the chapter says so next to the chart. (The
+//! lab's [`crate::slow_dependency`] experiment measures one pod for real.)
 //!
 //! The rules: every pod is probed every `probe_period_s` (pods staggered
-//! evenly across the period); a probe fails when the policy checks the
+//! evenly across the period); a probe fails when the liveness check touches the
 //! database and the database is slow; `failure_threshold` failures in a row
 //! restart the pod, which then serves nothing for `restart_s`; when at least
 //! half the fleet comes back within one probe period, their connection pools
 //! open at once and keep the database slow for `reconnect_storm_s` more.
 
 use anyhow::Result;
-use lab_kit::Output;
+use lab_kit::{Output, Series};
 use serde::Serialize;
 
-/// The fleet and the incident. Seconds of simulated time.
+use crate::LivenessCheck;
+
+/// The fleet and the incident. FleetSeconds of simulated time.
 #[derive(Debug, Clone, Serialize)]
-pub struct SimulationConfig {
+pub struct FleetConfig {
     pub pods: usize,
     pub duration_s: u32,
     /// The database is slow (a probe that touches it times out) from here...
@@ -32,9 +36,9 @@ pub struct SimulationConfig {
     pub reconnect_storm_s: u32,
 }
 
-impl Default for SimulationConfig {
-    fn default() -> SimulationConfig {
-        SimulationConfig {
+impl Default for FleetConfig {
+    fn default() -> FleetConfig {
+        FleetConfig {
             pods: 10,
             duration_s: 300,
             db_slow_from_s: 60,
@@ -48,55 +52,37 @@ impl Default for SimulationConfig {
     }
 }
 
-/// What a liveness probe checks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Policy {
-    /// The probe runs a query: it fails whenever the database is slow.
-    ChecksDatabase,
-    /// The probe answers from the process: it fails only if the process is stuck.
-    ChecksProcess,
-}
-
-impl Policy {
-    pub fn series(self) -> &'static str {
-        match self {
-            Policy::ChecksDatabase => "liveness-checks-db",
-            Policy::ChecksProcess => "liveness-checks-process",
-        }
-    }
-}
-
 /// One second of the simulation.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct Second {
+pub struct FleetSecond {
     pub t_s: u32,
     pub pods_serving: u32,
     pub db_slow: bool,
 }
 
-/// The incident's cost under one policy.
+/// The incident's cost under one liveness check.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct SimulationSummary {
+pub struct FleetSummary {
     pub restarts: u32,
     /// Pod-seconds spent restarting instead of serving.
     pub pod_seconds_lost: u32,
-    /// Seconds with no pod serving at all.
+    /// FleetSeconds with no pod serving at all.
     pub full_outage_s: u32,
-    /// Seconds the database was slow (the incident, plus any storms).
+    /// FleetSeconds the database was slow (the incident, plus any storms).
     pub db_slow_s: u32,
     /// The last second the database was slow.
     pub db_recovered_at_s: u32,
 }
 
-/// Runs the simulation for one policy.
-pub fn simulate(config: &SimulationConfig, policy: Policy) -> (Vec<Second>, SimulationSummary) {
+/// Runs the simulation for one liveness check.
+pub fn simulate(config: &FleetConfig, check: LivenessCheck) -> (Vec<FleetSecond>, FleetSummary) {
     let pods = config.pods.max(1);
     let mut restarting_until = vec![0u32; pods];
     let mut failures = vec![0u32; pods];
     let mut slow_until = config.db_slow_until_s;
     let mut came_back: Vec<u32> = Vec::new();
     let mut seconds = Vec::with_capacity(config.duration_s as usize);
-    let mut summary = SimulationSummary {
+    let mut summary = FleetSummary {
         restarts: 0,
         pod_seconds_lost: 0,
         full_outage_s: 0,
@@ -128,7 +114,7 @@ pub fn simulate(config: &SimulationConfig, policy: Policy) -> (Vec<Second>, Simu
             if t % config.probe_period_s != offset {
                 continue;
             }
-            let probe_fails = policy == Policy::ChecksDatabase && db_slow;
+            let probe_fails = check == LivenessCheck::Database && db_slow;
             failures[pod] = if probe_fails { failures[pod] + 1 } else { 0 };
             if failures[pod] >= config.failure_threshold {
                 // The kubelet kills the container; it serves nothing until
@@ -143,7 +129,7 @@ pub fn simulate(config: &SimulationConfig, policy: Policy) -> (Vec<Second>, Simu
         if serving == 0 {
             summary.full_outage_s += 1;
         }
-        seconds.push(Second {
+        seconds.push(FleetSecond {
             t_s: t,
             pods_serving: serving,
             db_slow,
@@ -152,14 +138,15 @@ pub fn simulate(config: &SimulationConfig, policy: Policy) -> (Vec<Second>, Simu
     (seconds, summary)
 }
 
-/// Writes both policies' timelines and summaries.
-pub fn write_simulation(config: &SimulationConfig, out: &mut Output) -> Result<()> {
-    for policy in [Policy::ChecksDatabase, Policy::ChecksProcess] {
-        let (seconds, summary) = simulate(config, policy);
+/// Writes both liveness checks' timelines and summaries, as `fleet/<check>`.
+pub fn write_fleet(config: &FleetConfig, out: &mut Output) -> Result<()> {
+    for check in LivenessCheck::ALL {
+        let (seconds, summary) = simulate(config, check);
+        let series = format!("fleet/{}", check.series());
         for second in &seconds {
-            out.sample(policy.series(), second)?;
+            out.sample(&series, second)?;
         }
-        out.summary_of(policy.series(), &summary)?;
+        out.summary_of(&series, &summary)?;
     }
     Ok(())
 }
@@ -170,9 +157,9 @@ mod tests {
 
     #[test]
     fn checking_the_database_restarts_the_fleet_and_prolongs_the_incident() {
-        let config = SimulationConfig::default();
-        let (_, process) = simulate(&config, Policy::ChecksProcess);
-        let (_, database) = simulate(&config, Policy::ChecksDatabase);
+        let config = FleetConfig::default();
+        let (_, process) = simulate(&config, LivenessCheck::Process);
+        let (_, database) = simulate(&config, LivenessCheck::Database);
         assert_eq!(process.restarts, 0);
         assert_eq!(process.pod_seconds_lost, 0);
         assert_eq!(
@@ -186,13 +173,13 @@ mod tests {
 
     #[test]
     fn a_healthy_database_restarts_nothing_either_way() {
-        let config = SimulationConfig {
+        let config = FleetConfig {
             db_slow_from_s: 0,
             db_slow_until_s: 0,
-            ..SimulationConfig::default()
+            ..FleetConfig::default()
         };
-        for policy in [Policy::ChecksDatabase, Policy::ChecksProcess] {
-            assert_eq!(simulate(&config, policy).1.restarts, 0);
+        for check in LivenessCheck::ALL {
+            assert_eq!(simulate(&config, check).1.restarts, 0);
         }
     }
 }

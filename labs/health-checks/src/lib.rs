@@ -1,0 +1,150 @@
+//! Health checks: what a liveness probe and a readiness probe each decide,
+//! and why liveness must not check a shared dependency.
+//!
+//! Two experiments, one module each:
+//! - [`slow_dependency`], measured: a real axum service on 127.0.0.1 whose
+//!   dependency (another loopback server, its "database") turns slow for a
+//!   while, probed the way a kubelet probes (period, timeout, failure and
+//!   success thresholds) by three probers at once: liveness on an endpoint
+//!   that answers from the process, liveness on one that queries the
+//!   dependency, and readiness on the latter, which decides routing. Time is
+//!   compressed by `time_scale`.
+//! - [`fleet`], simulated: what those restarts do to a fleet of pods sharing
+//!   the database, which one machine cannot run in seconds.
+
+pub mod app;
+pub mod dependency;
+pub mod fleet;
+pub mod kubelet;
+pub mod slow_dependency;
+
+use anyhow::{Context, Result};
+use lab_kit::{Meta, Mode, Output, Series};
+use serde::Serialize;
+
+/// The lab's slug: its folder, chapter, data file and charts.
+pub const SLUG: &str = "health-checks";
+
+/// The production values the lab's timings are scaled down from, in ms.
+pub mod production {
+    /// Liveness: Kubernetes' defaults (`periodSeconds: 10`,
+    /// `timeoutSeconds: 1`, `failureThreshold: 3`).
+    pub const LIVENESS_PERIOD_MS: u64 = 10_000;
+    pub const LIVENESS_TIMEOUT_MS: u64 = 1_000;
+    pub const LIVENESS_FAILURE_THRESHOLD: u32 = 3;
+    /// Readiness: every 5 s, with hysteresis: three failures take the pod
+    /// out, two successes put it back.
+    pub const READINESS_PERIOD_MS: u64 = 5_000;
+    pub const READINESS_TIMEOUT_MS: u64 = 1_000;
+    pub const READINESS_FAILURE_THRESHOLD: u32 = 3;
+    pub const READINESS_SUCCESS_THRESHOLD: u32 = 2;
+    /// A query while the dependency is slow (5 ms when it is not).
+    pub const SLOW_QUERY_MS: u64 = 3_000;
+    /// The incident: the dependency is slow from here to there, 90 s. Both
+    /// ends fall between probes (half a readiness period after one), so no
+    /// probe races the switch.
+    pub const SLOW_FROM_MS: u64 = 32_500;
+    pub const SLOW_UNTIL_MS: u64 = 122_500;
+    /// The whole experiment, from the first probe.
+    pub const DURATION_MS: u64 = 160_000;
+
+    // The mechanism the lab shows needs these; checked when the crate compiles.
+    const _: () = assert!(
+        SLOW_QUERY_MS > LIVENESS_TIMEOUT_MS && SLOW_QUERY_MS > READINESS_TIMEOUT_MS,
+        "a slow query must outlast the probes' timeouts"
+    );
+    const _: () = assert!(
+        LIVENESS_TIMEOUT_MS < LIVENESS_PERIOD_MS && READINESS_TIMEOUT_MS < READINESS_PERIOD_MS,
+        "a probe ends before the next one starts"
+    );
+    const _: () = assert!(SLOW_FROM_MS < SLOW_UNTIL_MS && SLOW_UNTIL_MS < DURATION_MS);
+}
+
+/// What a liveness probe checks: the comparison of both experiments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LivenessCheck {
+    /// The probe's endpoint queries the database (the dependency).
+    Database,
+    /// The probe's endpoint answers from the process.
+    Process,
+}
+
+impl LivenessCheck {
+    pub const ALL: [LivenessCheck; 2] = [LivenessCheck::Database, LivenessCheck::Process];
+}
+
+impl Series for LivenessCheck {
+    fn series(&self) -> String {
+        match self {
+            LivenessCheck::Database => "liveness-checks-db",
+            LivenessCheck::Process => "liveness-checks-process",
+        }
+        .to_string()
+    }
+}
+
+/// What one run measures. Times in milliseconds, already scaled.
+#[derive(Debug, Clone, Serialize)]
+pub struct HealthConfig {
+    /// Production time divided by lab time (25: 160 s ran as 6.4 s).
+    pub time_scale: f64,
+    pub liveness_period_ms: u64,
+    pub liveness_timeout_ms: u64,
+    pub liveness_failure_threshold: u32,
+    pub readiness_period_ms: u64,
+    pub readiness_timeout_ms: u64,
+    pub readiness_failure_threshold: u32,
+    pub readiness_success_threshold: u32,
+    pub slow_query_ms: u64,
+    pub dependency_slow_from_ms: u64,
+    pub dependency_slow_until_ms: u64,
+    pub duration_ms: u64,
+    /// The fleet simulation's rules (simulated seconds, not scaled).
+    #[serde(flatten)]
+    pub fleet: fleet::FleetConfig,
+}
+
+impl HealthConfig {
+    pub fn for_mode(mode: Mode) -> HealthConfig {
+        let time_scale: u64 = match mode {
+            Mode::Quick => 25,
+            Mode::Full => 5,
+        };
+        let scaled = |millis: u64| millis / time_scale;
+        use production::*;
+        HealthConfig {
+            time_scale: time_scale as f64,
+            liveness_period_ms: scaled(LIVENESS_PERIOD_MS),
+            liveness_timeout_ms: scaled(LIVENESS_TIMEOUT_MS),
+            liveness_failure_threshold: LIVENESS_FAILURE_THRESHOLD,
+            readiness_period_ms: scaled(READINESS_PERIOD_MS),
+            readiness_timeout_ms: scaled(READINESS_TIMEOUT_MS),
+            readiness_failure_threshold: READINESS_FAILURE_THRESHOLD,
+            readiness_success_threshold: READINESS_SUCCESS_THRESHOLD,
+            slow_query_ms: scaled(SLOW_QUERY_MS),
+            dependency_slow_from_ms: scaled(SLOW_FROM_MS),
+            dependency_slow_until_ms: scaled(SLOW_UNTIL_MS),
+            duration_ms: scaled(DURATION_MS),
+            fleet: fleet::FleetConfig::default(),
+        }
+    }
+}
+
+/// The whole lab: the probes against a slow dependency, then the fleet.
+pub async fn run(mode: Mode, config: &HealthConfig, out: &mut Output) -> Result<()> {
+    out.meta(Meta::describe(SLUG, mode, config.time_scale, config)?)?;
+    eprintln!(
+        "health-checks: probing a service whose dependency is slow for {} ms of {} ms",
+        config.dependency_slow_until_ms - config.dependency_slow_from_ms,
+        config.duration_ms
+    );
+    slow_dependency::run(config, out)
+        .await
+        .context("the probes against a slow dependency")?;
+    eprintln!(
+        "health-checks: simulating a fleet of {} pods",
+        config.fleet.pods
+    );
+    fleet::write_fleet(&config.fleet, out).context("the fleet simulation")?;
+    Ok(())
+}
