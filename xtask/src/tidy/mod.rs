@@ -2,9 +2,8 @@
 //! every include resolves to text, every lab has a chapter, a SUMMARY entry,
 //! a reference run and charts its data can feed, no internal link in the
 //! built book is broken, and the code keeps the house rules (a `//!` line
-//! atop every file, no test switched off). The strict checks (a chapter
-//! shows only its own lab's data, no file over 500 lines, no public type
-//! name defined twice) run when `TIDY_STRICT=1`.
+//! atop every file, no test switched off, a chapter shows only its own lab's
+//! data, no file over 500 lines, no public type name defined twice).
 
 use std::{
     collections::{BTreeMap, HashSet},
@@ -23,15 +22,6 @@ mod includes;
 mod type_names;
 
 pub use built::check_built_book;
-
-/// The environment variable that turns the strict checks on.
-pub const STRICT_VARIABLE: &str = "TIDY_STRICT";
-
-/// Strict checks, on in `cargo xtask test` once every lab complies; see
-/// ARCHITECTURE.md. Until then they run only with `TIDY_STRICT=1`.
-fn strict_checks_on() -> bool {
-    std::env::var(STRICT_VARIABLE).is_ok_and(|value| value == "1")
-}
 
 /// Every problem found, so one run shows them all.
 #[derive(Default)]
@@ -122,13 +112,7 @@ pub fn check_sources(project: &Project) -> Result<Problems> {
     let sources = rust_sources(project)?;
     check_rust_files(&sources, &mut problems);
     check_test_switches(project, &mut problems)?;
-    if strict_checks_on() {
-        check_strict(project, &chapters, &sources, &mut problems)?;
-    } else {
-        eprintln!(
-            "tidy: the strict checks are off ({STRICT_VARIABLE}=1 runs them; see ARCHITECTURE.md)"
-        );
-    }
+    check_layout(project, &chapters, &sources, &mut problems)?;
     Ok(problems)
 }
 
@@ -190,9 +174,9 @@ fn check_rust_files(sources: &[(String, String)], problems: &mut Problems) {
     }
 }
 
-/// The strict checks: every chapter shows only its own lab's data, no Rust
+/// The layout rules: every chapter shows only its own lab's data, no Rust
 /// file is over the line limit, no public type name is defined twice.
-fn check_strict(
+fn check_layout(
     project: &Project,
     chapters: &[PathBuf],
     sources: &[(String, String)],
