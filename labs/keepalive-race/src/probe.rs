@@ -194,31 +194,23 @@ pub const PROBE_USAGE: &str = "Usage: lab-keepalive-race probe --target HOST:POR
      open.\nBounded: at most 2 s to connect + 5 s for the response + the window (75 s by \
      default).\nLoopback targets only, unless --allow-remote is given.";
 
-/// Parses the arguments after `probe`: `--allow-remote` alone, every other
-/// flag with one value (the kit's [`Flags`]).
+/// Parses the arguments after `probe` with the kit's [`Flags`]:
+/// `--allow-remote` alone, every other flag with one value.
 pub fn parse_args(arguments: &[String]) -> Result<IdleProbeArgs> {
-    let allow_remote = arguments.iter().any(|item| item == "--allow-remote");
-    let pairs: Vec<String> = arguments
-        .iter()
-        .filter(|item| *item != "--allow-remote")
-        .cloned()
-        .collect();
-    // A name is known before its value is read, so `--bogus` alone is an
-    // unknown flag rather than one that needs a value.
-    let known = ["--target", "--path", "--window"];
-    if let Some(unknown) = pairs
-        .iter()
-        .step_by(2)
-        .find(|name| !known.contains(&name.as_str()))
-    {
-        bail!("unknown probe flag {unknown:?} (see probe --help)");
-    }
+    let mut allow_remote = false;
     let mut target = None;
     let mut path = "/".to_string();
     let mut window = Duration::from_secs(75);
-    let mut flags = Flags::new(&pairs).for_what("probe");
-    while let Some(flag) = flags.next_flag()? {
+    let mut flags = Flags::new(arguments)
+        .for_what("probe")
+        .with_switches(&["--allow-remote"])
+        .known(&["--target", "--path", "--window"]);
+    while let Some(flag) = flags
+        .next_flag()
+        .map_err(|error| anyhow::anyhow!("{error} (see probe --help)"))?
+    {
         match flag.name {
+            "--allow-remote" => allow_remote = true,
             "--target" => target = Some(flag.value.to_string()),
             "--path" => path = flag.value.to_string(),
             "--window" => {

@@ -38,6 +38,7 @@ pub struct Flags<'a> {
     what: &'a str,
     switches: &'a [&'a str],
     only_switches: bool,
+    known: &'a [&'a str],
 }
 
 /// One `--name value` pair.
@@ -56,7 +57,16 @@ impl<'a> Flags<'a> {
             what: "",
             switches: &[],
             only_switches: false,
+            known: &[],
         }
+    }
+
+    /// The flags that take a value. With a list, a name not on it (nor a
+    /// switch) is an unknown flag at once, before any value is read: `--bogus`
+    /// alone is `unknown flag "--bogus"`, not `--bogus needs a value`.
+    pub fn known(mut self, names: &'a [&'a str]) -> Flags<'a> {
+        self.known = names;
+        self
     }
 
     /// A command line of switches only (a lab's `--quick`, `--full`,
@@ -100,6 +110,14 @@ impl<'a> Flags<'a> {
                 value: "",
                 what: self.what,
             }));
+        }
+        if !self.known.is_empty() && !self.known.contains(&name.as_str()) {
+            return Err(Flag {
+                name,
+                value: "",
+                what: self.what,
+            }
+            .unknown());
         }
         let value = self
             .rest
@@ -221,6 +239,15 @@ mod tests {
             error_of(&["full"]),
             "unexpected argument \"full\" (flags start with --)"
         );
+    }
+
+    #[test]
+    fn a_known_list_names_an_unknown_flag_before_its_value() {
+        let args = strings(&["--count", "1", "--bogus"]);
+        let mut flags = Flags::new(&args).for_what("test").known(&["--count"]);
+        assert_eq!(flags.next_flag().unwrap().unwrap().value, "1");
+        let error = flags.next_flag().unwrap_err().to_string();
+        assert_eq!(error, "unknown test flag \"--bogus\"");
     }
 
     #[test]
