@@ -12,10 +12,10 @@ use lab_kit::flags::Flags;
 use crate::two_phase::{TwoPhase, TwoPhaseError};
 
 pub const CHECK_USAGE: &str = "Usage: lab-client-timeouts check --target HOST:PORT [--path /] \
-     [--ttfb-ms 8000] [--idle-ms 15000] [--allow-remote true]\n\n\
+     [--ttfb-ms 8000] [--idle-ms 15000] [--allow-remote]\n\n\
      Sends one GET with a 2 s connect timeout, a time-to-first-byte timeout and a body idle \
      timeout, and says which phase, if any, failed.\nLoopback targets only (127.0.0.0/8, [::1]) \
-     unless --allow-remote true is given.";
+     unless --allow-remote is given.";
 
 /// The `check` subcommand's arguments.
 #[derive(Debug, Clone, PartialEq)]
@@ -27,20 +27,23 @@ pub struct CheckArgs {
 }
 
 /// Parses the arguments after `check`; refuses a target that is not a
-/// loopback address unless `--allow-remote true` is given. Only IP literals
+/// loopback address unless `--allow-remote` is given. Only IP literals
 /// are accepted, so not even a DNS query leaves the machine.
 pub fn parse_args(arguments: &[String]) -> Result<CheckArgs> {
     let (mut target, mut path) = (None::<String>, "/".to_string());
     let (mut ttfb, mut idle) = (Duration::from_secs(8), Duration::from_secs(15));
     let mut allow_remote = false;
-    let mut flags = Flags::new(arguments).for_what("check");
+    let mut flags = Flags::new(arguments)
+        .for_what("check")
+        .with_switches(&["--allow-remote"])
+        .known(&["--target", "--path", "--ttfb-ms", "--idle-ms"]);
     while let Some(flag) = flags.next_flag()? {
         match flag.name {
             "--target" => target = Some(flag.value.to_string()),
             "--path" => path = flag.value.to_string(),
             "--ttfb-ms" => ttfb = flag.millis()?,
             "--idle-ms" => idle = flag.millis()?,
-            "--allow-remote" => allow_remote = flag.parse("true or false")?,
+            "--allow-remote" => allow_remote = true,
             _ => return Err(flag.unknown()),
         }
     }
@@ -51,7 +54,7 @@ pub fn parse_args(arguments: &[String]) -> Result<CheckArgs> {
     if !allow_remote && !address.ip().is_loopback() {
         bail!(
             "{address} is not a loopback address; check talks to 127.0.0.0/8 and [::1] only \
-             unless --allow-remote true is given"
+             unless --allow-remote is given"
         );
     }
     if !path.starts_with('/') {
@@ -135,15 +138,7 @@ mod tests {
         assert_eq!(args.ttfb, Duration::from_millis(50));
         assert!(parse_args(&strings(&["--target", "[::1]:80"])).is_ok());
         assert!(error_of(&["--target", "192.0.2.1:80"]).contains("not a loopback"));
-        assert!(
-            parse_args(&strings(&[
-                "--target",
-                "192.0.2.1:80",
-                "--allow-remote",
-                "true"
-            ]))
-            .is_ok()
-        );
+        assert!(parse_args(&strings(&["--target", "192.0.2.1:80", "--allow-remote"])).is_ok());
         assert!(error_of(&["--target", "example.com:80"]).contains("not IP:PORT"));
         assert!(error_of(&["--bogus", "1"]).contains("unknown check flag"));
         assert!(error_of(&["--target"]).contains("needs a value"));
