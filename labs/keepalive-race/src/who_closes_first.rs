@@ -99,22 +99,6 @@ pub struct IdleClose {
     pub advertised: String,
 }
 
-/// The two reader-facing columns of [`IdleClose`]: a server with no timeout
-/// says `none`, not `0 s`, and a connection that outlived the window says so
-/// instead of showing the window's length as if it were a close time.
-fn describe_close(
-    configured_s: Option<f64>,
-    closed_s: Option<f64>,
-    window_s: f64,
-) -> (String, String) {
-    let configured = configured_s.map_or_else(|| "none".to_string(), |s| format!("{s:.0} s"));
-    let closed_at = closed_s.map_or_else(
-        || format!("still open at {window_s:.0} s"),
-        |s| format!("{s:.1} s"),
-    );
-    (configured, closed_at)
-}
-
 /// The naive client against hyper (idle timeout = hyper's default,
 /// compressed) and `axum::serve`, plus the measured close time of each.
 pub async fn who_closes_first(config: &KeepaliveConfig, out: &mut Output) -> Result<()> {
@@ -154,7 +138,7 @@ pub async fn who_closes_first(config: &KeepaliveConfig, out: &mut Output) -> Res
             )?;
         }
         let after_ms = close.closed_after_ms.unwrap_or(close.window_ms);
-        let (configured, closed_at) = describe_close(
+        let (configured, closed_at) = lab_kit::time::close_in_words(
             configured_s,
             close.closed_after_ms.map(|ms| config.production_s(ms)),
             config.production_s(close.window_ms),
@@ -183,21 +167,4 @@ pub async fn who_closes_first(config: &KeepaliveConfig, out: &mut Output) -> Res
         );
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::describe_close;
-
-    #[test]
-    fn a_missing_timeout_and_a_connection_that_stayed_open_are_said_in_words() {
-        assert_eq!(
-            describe_close(None, None, 110.0),
-            ("none".to_string(), "still open at 110 s".to_string())
-        );
-        assert_eq!(
-            describe_close(Some(30.0), Some(30.0494), 110.0),
-            ("30 s".to_string(), "30.0 s".to_string())
-        );
-    }
 }

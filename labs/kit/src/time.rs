@@ -24,6 +24,22 @@ pub fn rfc3339_from_unix(seconds: u64) -> String {
     )
 }
 
+/// A timeout and when a connection closed, as table cells: `"30 s"` and
+/// `"30.0 s"`, or `"none"` for no timeout and `"still open at 110 s"` for a
+/// connection that outlived the `window_s` it was watched for.
+pub fn close_in_words(
+    configured_s: Option<f64>,
+    closed_s: Option<f64>,
+    window_s: f64,
+) -> (String, String) {
+    let configured = configured_s.map_or_else(|| "none".to_string(), |s| format!("{s:.0} s"));
+    let closed_at = closed_s.map_or_else(
+        || format!("still open at {window_s:.0} s"),
+        |s| format!("{s:.1} s"),
+    );
+    (configured, closed_at)
+}
+
 /// Howard Hinnant's days-to-civil algorithm (proleptic Gregorian calendar).
 fn civil_from_days(days_since_epoch: i64) -> (i64, u32, u32) {
     let shifted = days_since_epoch + 719_468;
@@ -52,5 +68,17 @@ mod tests {
         assert_eq!(rfc3339_from_unix(0), "1970-01-01T00:00:00Z");
         assert_eq!(rfc3339_from_unix(951_782_400), "2000-02-29T00:00:00Z");
         assert_eq!(rfc3339_from_unix(1_795_975_742), "2026-11-29T18:09:02Z");
+    }
+
+    #[test]
+    fn a_missing_timeout_and_a_connection_that_stayed_open_are_said_in_words() {
+        assert_eq!(
+            close_in_words(None, None, 110.0),
+            ("none".to_string(), "still open at 110 s".to_string())
+        );
+        assert_eq!(
+            close_in_words(Some(30.0), Some(30.0494), 110.0),
+            ("30 s".to_string(), "30.0 s".to_string())
+        );
     }
 }

@@ -57,22 +57,6 @@ struct ConnectionLife {
     verdict: String,
 }
 
-/// The two reader-facing columns of [`StalledConnection`]: a server with no
-/// timeout says `none`, not `0 s`, and a connection that outlived the window
-/// says so instead of showing the window's length as if it were a close time.
-fn describe_close(
-    configured_s: Option<f64>,
-    closed_s: Option<f64>,
-    window_s: f64,
-) -> (String, String) {
-    let configured = configured_s.map_or_else(|| "none".to_string(), |s| format!("{s:.0} s"));
-    let closed_at = closed_s.map_or_else(
-        || format!("still open at {window_s:.0} s"),
-        |s| format!("{s:.1} s"),
-    );
-    (configured, closed_at)
-}
-
 /// The summary of one watched connection; `to_production_s` turns the lab's
 /// milliseconds into production seconds.
 fn stalled_connection(
@@ -85,7 +69,7 @@ fn stalled_connection(
 ) -> StalledConnection {
     let window_ms = window.as_secs_f64() * 1000.0;
     let after_ms = outcome.first_action_ms().unwrap_or(window_ms);
-    let (configured, closed_at) = describe_close(
+    let (configured, closed_at) = lab_kit::time::close_in_words(
         configured_s,
         outcome.closed.map(|(_, at)| to_production_s(at)),
         to_production_s(window_ms),
@@ -177,21 +161,4 @@ pub async fn real_time_default(config: &ServerTimeoutsConfig) -> Result<Option<S
     });
     row.configured = "hyper's default".into();
     Ok(Some(row))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::describe_close;
-
-    #[test]
-    fn a_missing_timeout_and_a_connection_that_stayed_open_are_said_in_words() {
-        assert_eq!(
-            describe_close(None, None, 110.0),
-            ("none".to_string(), "still open at 110 s".to_string())
-        );
-        assert_eq!(
-            describe_close(Some(30.0), Some(30.0494), 110.0),
-            ("30 s".to_string(), "30.0 s".to_string())
-        );
-    }
 }
