@@ -73,10 +73,7 @@ pub fn parse_args(arguments: &[String]) -> Result<CheckArgs> {
 
 /// The whole subcommand: parse, one GET, print the verdict.
 pub async fn run_check(arguments: &[String]) -> Result<()> {
-    if arguments
-        .iter()
-        .any(|item| item == "-h" || item == "--help")
-    {
+    if lab_kit::flags::asks_for_help(arguments) {
         println!("{CHECK_USAGE}");
         return Ok(());
     }
@@ -121,9 +118,7 @@ pub async fn run_check(arguments: &[String]) -> Result<()> {
 mod tests {
     use super::*;
 
-    fn strings(items: &[&str]) -> Vec<String> {
-        items.iter().map(|item| item.to_string()).collect()
-    }
+    use lab_kit::flags::to_args as strings;
 
     fn error_of(items: &[&str]) -> String {
         let text = format!("{:#}", parse_args(&strings(items)).expect_err("an error"));

@@ -277,10 +277,7 @@ pub async fn resolve_target(target: &str, allow_remote: bool) -> Result<SocketAd
 
 /// The whole subcommand: parse, resolve, probe, print the verdict.
 pub async fn run_probe(arguments: &[String]) -> Result<()> {
-    if arguments
-        .iter()
-        .any(|item| item == "-h" || item == "--help")
-    {
+    if lab_kit::flags::asks_for_help(arguments) {
         println!("{PROBE_USAGE}");
         return Ok(());
     }
@@ -307,9 +304,7 @@ pub async fn run_probe(arguments: &[String]) -> Result<()> {
 mod tests {
     use super::*;
 
-    fn strings(items: &[&str]) -> Vec<String> {
-        items.iter().map(|item| item.to_string()).collect()
-    }
+    use lab_kit::flags::to_args as strings;
 
     #[test]
     fn parses_probe_arguments() {

@@ -54,11 +54,10 @@ impl std::error::Error for WireError {}
 
 impl From<io::Error> for WireError {
     fn from(error: io::Error) -> WireError {
-        match error.kind() {
-            io::ErrorKind::ConnectionReset
-            | io::ErrorKind::BrokenPipe
-            | io::ErrorKind::ConnectionAborted => WireError::Reset,
-            _ => WireError::Io(error),
+        if lab_kit::net::is_reset(&error) {
+            WireError::Reset
+        } else {
+            WireError::Io(error)
         }
     }
 }
@@ -162,6 +161,23 @@ impl Wire {
         Ok(())
     }
 
+    /// Reads more of a head (or a chunk line), which may not grow past
+    /// `MAX_HEAD` (`what` names it in the error); `Ok(false)` when the peer
+    /// closed instead.
+    async fn fill_head(&mut self, what: &str) -> Result<bool, WireError> {
+        if self.buffer.len() > MAX_HEAD {
+            return Err(WireError::Garbage(format!("{what} over 64 KiB")));
+        }
+        Ok(self.fill().await? > 0)
+    }
+
+    /// The peer closed with `partial` bytes of a message read.
+    fn closed_early(&self) -> WireError {
+        WireError::Closed {
+            partial: self.buffer.len(),
+        }
+    }
+
     /// Reads more bytes into the buffer; `Ok(0)` is EOF.
     async fn fill(&mut self) -> Result<usize, WireError> {
         let mut chunk = [0u8; 8192];
@@ -222,13 +238,8 @@ impl Wire {
                 Ok(httparse::Status::Partial) => {}
                 Err(error) => return Err(garbage(&self.buffer, error)),
             }
-            if self.buffer.len() > MAX_HEAD {
-                return Err(WireError::Garbage("a response head over 64 KiB".into()));
-            }
-            if self.fill().await? == 0 {
-                return Err(WireError::Closed {
-                    partial: self.buffer.len(),
-                });
+            if !self.fill_head("a response head").await? {
+                return Err(self.closed_early());
             }
         }
     }
@@ -266,16 +277,11 @@ impl Wire {
                 Ok(httparse::Status::Partial) => {}
                 Err(error) => return Err(garbage(&self.buffer, error)),
             }
-            if self.buffer.len() > MAX_HEAD {
-                return Err(WireError::Garbage("a request head over 64 KiB".into()));
-            }
-            if self.fill().await? == 0 {
+            if !self.fill_head("a request head").await? {
                 return if self.buffer.is_empty() {
                     Ok(None)
                 } else {
-                    Err(WireError::Closed {
-                        partial: self.buffer.len(),
-                    })
+                    Err(self.closed_early())
                 };
             }
         }
@@ -289,9 +295,7 @@ impl Wire {
         }
         while self.buffer.len() < length {
             if self.fill().await? == 0 {
-                return Err(WireError::Closed {
-                    partial: self.buffer.len(),
-                });
+                return Err(self.closed_early());
             }
         }
         Ok(self.buffer.drain(..length).collect())
@@ -312,13 +316,8 @@ impl Wire {
                 let line: Vec<u8> = self.buffer.drain(..end + 2).collect();
                 return Ok(String::from_utf8_lossy(&line[..end]).into_owned());
             }
-            if self.buffer.len() > MAX_HEAD {
-                return Err(WireError::Garbage("a chunk line over 64 KiB".into()));
-            }
-            if self.fill().await? == 0 {
-                return Err(WireError::Closed {
-                    partial: self.buffer.len(),
-                });
+            if !self.fill_head("a chunk line").await? {
+                return Err(self.closed_early());
             }
         }
     }

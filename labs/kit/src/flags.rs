@@ -49,6 +49,20 @@ pub struct Flag<'a> {
     what: &'a str,
 }
 
+/// A command line asks for help: `-h` or `--help` anywhere before a `--`
+/// (after it, words belong to a command the subcommand runs).
+pub fn asks_for_help(args: &[String]) -> bool {
+    args.iter()
+        .take_while(|arg| *arg != "--")
+        .any(|arg| arg == "-h" || arg == "--help")
+}
+
+/// Owned arguments from string literals, for tests and for a lab that builds
+/// a child's command line.
+pub fn to_args(items: &[&str]) -> Vec<String> {
+    items.iter().map(|item| item.to_string()).collect()
+}
+
 impl<'a> Flags<'a> {
     /// The flags in `args` (the arguments after the subcommand).
     pub fn new(args: &'a [String]) -> Flags<'a> {
@@ -163,9 +177,7 @@ impl Flag<'_> {
 mod tests {
     use super::*;
 
-    fn strings(items: &[&str]) -> Vec<String> {
-        items.iter().map(|item| item.to_string()).collect()
-    }
+    use super::to_args as strings;
 
     /// Runs a small parser with `--count N` and `--wait-ms N`.
     fn parse(args: &[&str]) -> Result<(u64, Duration)> {
@@ -248,6 +260,14 @@ mod tests {
         assert_eq!(flags.next_flag().unwrap().unwrap().value, "1");
         let error = flags.next_flag().unwrap_err().to_string();
         assert_eq!(error, "unknown test flag \"--bogus\"");
+    }
+
+    #[test]
+    fn help_is_asked_for_before_a_double_dash_only() {
+        assert!(asks_for_help(&strings(&["--port", "1", "-h"])));
+        assert!(asks_for_help(&strings(&["--help"])));
+        assert!(!asks_for_help(&strings(&["--", "node", "--help"])));
+        assert!(!asks_for_help(&strings(&["--port", "1"])));
     }
 
     #[test]

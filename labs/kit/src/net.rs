@@ -29,6 +29,16 @@ pub fn closed_loopback_port() -> Result<u16> {
         .port())
 }
 
+/// An I/O error that means the peer reset or dropped the connection
+/// (`ECONNRESET`, `EPIPE`, `ECONNABORTED`), not a failure of this side.
+pub fn is_reset(error: &std::io::Error) -> bool {
+    use std::io::ErrorKind::{BrokenPipe, ConnectionAborted, ConnectionReset};
+    matches!(
+        error.kind(),
+        ConnectionReset | BrokenPipe | ConnectionAborted
+    )
+}
+
 /// A spawned task that is aborted when this guard is dropped, so a server or a
 /// client loop lives exactly as long as the value that owns it.
 #[must_use = "dropping the guard aborts the task at once"]

@@ -78,11 +78,10 @@ pub enum ConnectionEnd {
 
 impl From<io::Error> for ConnectionEnd {
     fn from(error: io::Error) -> ConnectionEnd {
-        match error.kind() {
-            io::ErrorKind::ConnectionReset
-            | io::ErrorKind::BrokenPipe
-            | io::ErrorKind::ConnectionAborted => ConnectionEnd::Reset,
-            _ => ConnectionEnd::Failed(error.to_string()),
+        if lab_kit::net::is_reset(&error) {
+            ConnectionEnd::Reset
+        } else {
+            ConnectionEnd::Failed(error.to_string())
         }
     }
 }

@@ -283,7 +283,7 @@ async fn drive(
 
 /// `main` for `probe`: prints the report (or the error) and returns the exit code.
 pub fn probe_main(args: &[String]) -> u8 {
-    if args.iter().any(|arg| arg == "-h" || arg == "--help") && !args.contains(&"--".into()) {
+    if lab_kit::flags::asks_for_help(args) {
         // A closed pipe (`| head`) is not an error worth a panic.
         let _ = writeln!(std::io::stdout(), "{USAGE}");
         return 0;
@@ -319,9 +319,7 @@ pub fn probe_main(args: &[String]) -> u8 {
 mod tests {
     use super::*;
 
-    fn strings(items: &[&str]) -> Vec<String> {
-        items.iter().map(|item| item.to_string()).collect()
-    }
+    use lab_kit::flags::to_args as strings;
 
     #[test]
     fn parses_flags_and_the_command() {
