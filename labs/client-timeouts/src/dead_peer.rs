@@ -146,14 +146,7 @@ pub async fn watch_one(watcher: Watcher, config: &ClientTimeoutsConfig) -> Resul
     let (addr, _server) = freezing_server(frozen).await?;
     let client = client_for(watcher, config)?;
     let url = format!("http://{addr}/");
-    client
-        .get(&url)
-        .send()
-        .await
-        .context("the first request")?
-        .bytes()
-        .await
-        .context("the first body")?;
+    lab_kit::client::get_body(&client, &url, "the first request").await?;
     let fd = fd_toward(addr)?.context("the client's socket")?;
     let segments_before = segments_and_last_ack(fd).map_or(0, |(segments, _)| segments);
     freeze.send_replace(true);

@@ -14,7 +14,7 @@
 
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use lab_kit::clock::monotonic_ms;
 use tokio::time::{Instant, MissedTickBehavior};
 
@@ -65,11 +65,7 @@ pub async fn run_prober(
     until: Instant,
 ) -> Result<ProbeLog> {
     // A fresh connection per probe, as the kubelet makes: no pool.
-    let client = reqwest::Client::builder()
-        .no_proxy()
-        .pool_max_idle_per_host(0)
-        .build()
-        .context("building the prober's client")?;
+    let client = lab_kit::client::fresh_connection_client("the prober's client")?;
     let url = format!("{base_url}{}", probe.path);
     let mut ticker = tokio::time::interval_at(start, probe.period);
     // A probe that runs late does not make the next ones bunch up.

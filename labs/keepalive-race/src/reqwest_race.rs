@@ -38,14 +38,7 @@ async fn reqwest_after(url: String, gap: Duration) -> Result<Option<String>> {
         .timeout(Duration::from_secs(5))
         .build()
         .context("building a reqwest client")?;
-    client
-        .get(&url)
-        .send()
-        .await
-        .context("request 1")?
-        .bytes()
-        .await
-        .context("body 1")?;
+    lab_kit::client::get_body(&client, &url, "request 1").await?;
     tokio::time::sleep(gap).await;
     let second = async { client.get(&url).send().await?.bytes().await };
     Ok(match second.await {

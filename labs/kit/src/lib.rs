@@ -9,6 +9,8 @@
 #[cfg(feature = "runtime")]
 pub mod child;
 pub mod cli;
+#[cfg(feature = "runtime")]
+pub mod client;
 pub mod clock;
 pub mod flags;
 #[cfg(feature = "runtime")]

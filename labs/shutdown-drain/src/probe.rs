@@ -137,11 +137,7 @@ pub async fn probe(config: &ShutdownProbeConfig) -> Result<ShutdownProbeReport> 
     let base = format!("http://{target}");
     let short = Duration::from_millis(1_000);
     // A fresh connection per readiness poll, as a kubelet probe makes.
-    let poller = reqwest::Client::builder()
-        .no_proxy()
-        .pool_max_idle_per_host(0)
-        .build()
-        .context("building the readiness client")?;
+    let poller = lab_kit::client::fresh_connection_client("the readiness client")?;
     let ready_url = format!("{base}{}", config.ready_path);
     let (_, ready_status_before) = get(&poller, &ready_url, short).await;
 
