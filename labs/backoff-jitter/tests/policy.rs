@@ -14,7 +14,7 @@ use lab_backoff_jitter::{
         AttemptOutcome, Ending, IDEMPOTENCY_KEY, RetryBudget, RetryPolicy, send_with_retries,
     },
 };
-use lab_kit::server::spawn_axum;
+use lab_kit::server::{RunningServer, spawn_axum};
 
 /// GETs of `path` by `callers` callers with `retrying`, against a dependency
 /// that fails as `flaky_config` says; `seed` seeds the callers' jitter.
@@ -58,13 +58,19 @@ fn always_down() -> FlakyConfig {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn non_retryable_statuses_are_never_retried() {
+/// A dependency that stays down, on 127.0.0.1, with the recorder of what
+/// reached it and a client for it.
+async fn always_down_server() -> (Arc<Recorder>, RunningServer, reqwest::Client) {
     let recorder = Recorder::new(always_down());
     let server = spawn_axum(flaky::app(Arc::clone(&recorder)))
         .await
         .expect("server starts");
-    let http = client().expect("client");
+    (recorder, server, client().expect("client"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn non_retryable_statuses_are_never_retried() {
+    let (recorder, server, http) = always_down_server().await;
     let mut rng = SplitMix64::new(1);
     for code in [400u16, 401, 403, 404, 422, 503] {
         let before = recorder.arrivals().len();
@@ -89,11 +95,7 @@ async fn non_retryable_statuses_are_never_retried() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_post_without_a_key_is_never_retried() {
-    let recorder = Recorder::new(always_down());
-    let server = spawn_axum(flaky::app(Arc::clone(&recorder)))
-        .await
-        .expect("server starts");
-    let http = client().expect("client");
+    let (recorder, server, http) = always_down_server().await;
     let mut rng = SplitMix64::new(2);
     for method in [reqwest::Method::POST, reqwest::Method::PATCH] {
         let before = recorder.arrivals().len();

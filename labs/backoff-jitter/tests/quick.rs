@@ -22,13 +22,9 @@ fn the_simulation_half_is_deterministic() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn quick_run_shows_every_mechanism() {
+async fn quick_run_shows_every_mechanism() -> anyhow::Result<()> {
     let config = BackoffConfig::for_mode(Mode::Quick);
-    let mut out = Output::collect();
-    run(Mode::Quick, &config, &mut out)
-        .await
-        .expect("the quick run completes");
-    assert_eq!(out.meta_record().expect("meta comes first").lab, SLUG);
+    let out = Output::quick_run(SLUG, &config, run).await?;
     let summary = |series: &str| {
         out.summary(series)
             .unwrap_or_else(|| panic!("no summary for {series}"))
@@ -111,4 +107,5 @@ async fn quick_run_shows_every_mechanism() {
         attempts.powf(f64::from(config.chain_depth))
     );
     assert_eq!(number(&chain, "edge_only_calls"), attempts);
+    Ok(())
 }

@@ -4,7 +4,7 @@
 
 use std::{path::PathBuf, process::Stdio, time::Duration};
 
-use lab_blocking_lag::{BlockingConfig, HandlerSetup, Measured, measure};
+use lab_blocking_lag::{BlockingConfig, HandlerSetup, Measured, measure, summary::HandlerSummary};
 
 /// The variants share two cores; run them one at a time even though the test
 /// harness runs tests on parallel threads.
@@ -28,20 +28,28 @@ async fn measure_named(name: &str) -> Measured {
     measured
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn current_thread_runtime_stalls_health_for_the_whole_report() {
-    let measured = measure_named("current-thread").await;
-    let summary = &measured.summary;
-    // The mechanism: one poll of the /report future ran the whole report.
-    assert_eq!(summary.report_slow_polls, 1, "{summary:?}");
-    // The symptom, seen from another process: some /health waited at least
-    // half the report (in theory: nearly all of it).
+/// A setup whose reports run on the runtime's workers: the mechanism, each
+/// report in `slow_polls` slow polls of the /report future; the symptom, seen
+/// from another process, some /health waiting at least `share` of the report;
+/// and no /health failing.
+async fn measure_stall(name: &str, slow_polls: u64, share: f64) -> HandlerSummary {
+    let summary = measure_named(name).await.summary;
+    assert_eq!(summary.report_slow_polls, slow_polls, "{summary:?}");
     assert!(
-        summary.health_max_ms >= 0.5 * summary.report_ms,
+        summary.health_max_ms >= share * summary.report_ms,
         "largest /health {:.1} ms, report {:.1} ms",
         summary.health_max_ms,
         summary.report_ms
     );
+    assert_eq!(summary.health_failed, 0, "{summary:?}");
+    summary
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn current_thread_runtime_stalls_health_for_the_whole_report() {
+    // One poll of the /report future ran the whole report; some /health
+    // waited at least half of it (in theory: nearly all of it).
+    let summary = measure_stall("current-thread", 1, 0.5).await;
     // ...and from inside: the timer task could not run either.
     assert!(
         summary.lag_max_ms >= 0.5 * summary.report_ms,
@@ -49,23 +57,13 @@ async fn current_thread_runtime_stalls_health_for_the_whole_report() {
         summary.lag_max_ms,
         summary.report_ms
     );
-    assert_eq!(summary.health_failed, 0, "{summary:?}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn two_reports_on_two_workers_stall_health_too() {
-    let measured = measure_named("two-reports").await;
-    let summary = &measured.summary;
-    assert_eq!(summary.report_slow_polls, 2, "{summary:?}");
     // Both workers are busy while the reports overlap; they may not overlap
     // fully on a busy machine, so a third of one report is the margin.
-    assert!(
-        summary.health_max_ms >= summary.report_ms / 3.0,
-        "largest /health {:.1} ms, report {:.1} ms",
-        summary.health_max_ms,
-        summary.report_ms
-    );
-    assert_eq!(summary.health_failed, 0, "{summary:?}");
+    measure_stall("two-reports", 2, 1.0 / 3.0).await;
 }
 
 /// The bound for /health p99 while two reports run on the blocking pool. A

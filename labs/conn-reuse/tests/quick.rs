@@ -11,14 +11,9 @@ fn count(point: &Point, field: &str) -> u64 {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn quick_run_shows_reuse_and_its_absence() {
+async fn quick_run_shows_reuse_and_its_absence() -> anyhow::Result<()> {
     let config = ReuseConfig::for_mode(Mode::Quick);
-    let mut out = Output::collect();
-    run(Mode::Quick, &config, &mut out)
-        .await
-        .expect("the quick run completes");
-
-    assert_eq!(out.meta_record().expect("meta comes first").lab, SLUG);
+    let out = Output::quick_run(SLUG, &config, run).await?;
     let requests = config.requests as u64;
     let in_flight = config.in_flight as u64;
     let summary = |series: &str| {
@@ -77,4 +72,5 @@ async fn quick_run_shows_reuse_and_its_absence() {
     // the race above is lost, one of very few.
     assert!(first.0 == 1 && first.1 <= 3, "{first:?}");
     assert!(last.1 >= last.0.min(in_flight), "{last:?}");
+    Ok(())
 }

@@ -8,7 +8,7 @@
 //! slow query stays well above that.
 
 use lab_health_checks::{HealthConfig, LivenessCheck, SLUG, run};
-use lab_kit::{Mode, Output, Record, Series};
+use lab_kit::{Mode, Output, Series};
 
 fn number(out: &Output, series: &str, field: &str) -> f64 {
     out.summary(series)
@@ -26,17 +26,13 @@ fn config() -> HealthConfig {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_quick_run_measures_what_each_probe_decides() {
+async fn a_quick_run_measures_what_each_probe_decides() -> anyhow::Result<()> {
     let config = config();
-    let mut out = Output::collect();
-    run(Mode::Quick, &config, &mut out)
-        .await
-        .expect("the quick run completes");
-    let Record::Meta(meta) = &out.records()[0] else {
-        panic!("the first record is meta")
-    };
-    assert_eq!(meta.lab, SLUG);
-    assert_eq!(meta.time_scale, config.time_scale);
+    let out = Output::quick_run(SLUG, &config, run).await?;
+    assert_eq!(
+        out.meta_record().map(|meta| meta.time_scale),
+        Some(config.time_scale)
+    );
     for series in ["probe-ok", "probe-failed", "not-routed", "dependency-slow"] {
         assert!(out.samples(series).count() > 0, "no samples for {series}");
     }
@@ -77,20 +73,28 @@ async fn a_quick_run_measures_what_each_probe_decides() {
     let readiness = "readiness-checks-db";
     assert_eq!(number(&out, readiness, "left_rotation"), 1.0);
     let period = config.readiness_period_ms as f64;
-    let stopped = number(&out, readiness, "stopped_routing_after_ms");
-    let stop_bound = number(&out, readiness, "stop_bound_ms");
-    let stop_earliest = (config.readiness_failure_threshold - 1) as f64 * period;
-    assert!(
-        stopped >= stop_earliest && stopped <= stop_bound + period,
-        "stopped routing {stopped} ms after the slow start (bound {stop_bound})"
-    );
-    let started = number(&out, readiness, "started_routing_after_ms");
-    let start_bound = number(&out, readiness, "start_bound_ms");
-    let start_earliest = (config.readiness_success_threshold - 1) as f64 * period;
-    assert!(
-        started >= start_earliest && started <= start_bound + period,
-        "started routing {started} ms after recovery (bound {start_bound})"
-    );
+    for (change, bound_name, threshold, since) in [
+        (
+            "stopped",
+            "stop",
+            config.readiness_failure_threshold,
+            "the slow start",
+        ),
+        (
+            "started",
+            "start",
+            config.readiness_success_threshold,
+            "recovery",
+        ),
+    ] {
+        let after = number(&out, readiness, &format!("{change}_routing_after_ms"));
+        let bound = number(&out, readiness, &format!("{bound_name}_bound_ms"));
+        let earliest = (threshold - 1) as f64 * period;
+        assert!(
+            after >= earliest && after <= bound + period,
+            "{change} routing {after} ms after {since} (bound {bound})"
+        );
+    }
 
     // The simulation: checking the database in liveness restarts the fleet.
     assert!(number(&out, "fleet/liveness-checks-db", "restarts") > 0.0);
@@ -98,4 +102,5 @@ async fn a_quick_run_measures_what_each_probe_decides() {
         number(&out, "fleet/liveness-checks-process", "restarts"),
         0.0
     );
+    Ok(())
 }

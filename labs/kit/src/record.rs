@@ -284,6 +284,33 @@ impl Output {
         }
     }
 
+    /// Runs a lab's `run` in quick mode with `config`, keeping its records:
+    /// for the labs' in-process tests. The run's own error is returned, and so
+    /// is a first record that is not this lab's quick-mode meta with `config`
+    /// as its parameters.
+    pub async fn quick_run<C: Serialize>(
+        lab: &str,
+        config: &C,
+        run: impl AsyncFnOnce(Mode, &C, &mut Output) -> Result<()>,
+    ) -> Result<Output> {
+        let mut out = Output::collect();
+        run(Mode::Quick, config, &mut out)
+            .await
+            .with_context(|| format!("the quick run of {lab}"))?;
+        let meta = out.meta_record().context("the first record is not meta")?;
+        ensure!(
+            meta.lab == lab,
+            "meta names lab {:?}, not {lab:?}",
+            meta.lab
+        );
+        ensure!(meta.mode == Mode::Quick, "meta says mode {:?}", meta.mode);
+        ensure!(
+            meta.params == to_fields(config)?,
+            "meta's params are not the config the run was given"
+        );
+        Ok(out)
+    }
+
     /// A numeric field of one series' summary, or an error naming what is
     /// missing: `no summary for series "x"`, `series "x" has no field "y"`.
     pub fn summary_number(&self, series: &str, field: &str) -> Result<f64> {

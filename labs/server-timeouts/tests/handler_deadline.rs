@@ -19,7 +19,7 @@ use axum::{
     routing::{Route, get},
 };
 use lab_kit::server::spawn_axum;
-use lab_server_timeouts::stalled_client::{RawConnection, get_request};
+use lab_server_timeouts::stalled_client::{Answer, RawConnection, get_request};
 use tower::{BoxError, Layer, Service, ServiceBuilder};
 
 /// Long enough for a loaded 2-core machine to connect and answer, short
@@ -58,13 +58,24 @@ trait RefusedByRouter {
 
 impl<L> RefusedByRouter for RouterLayer<L> {}
 
-impl<L> RouterLayer<L>
+/// Every bound of `Router::layer` but the one on the error type, held by
+/// every type that meets them.
+trait BoundsButTheError: Layer<Route, Service: Service<Request>> {}
+
+impl<L> BoundsButTheError for L
 where
     L: Layer<Route> + Clone + Send + Sync + 'static,
     L::Service: Service<Request> + Clone + Send + Sync + 'static,
     <L::Service as Service<Request>>::Response: IntoResponse + 'static,
-    <L::Service as Service<Request>>::Error: Into<Infallible> + 'static,
     <L::Service as Service<Request>>::Future: Send + 'static,
+{
+}
+
+/// All of them: the one on the error type too.
+impl<L> RouterLayer<L>
+where
+    L: BoundsButTheError,
+    <L::Service as Service<Request>>::Error: Into<Infallible> + 'static,
 {
     fn accepted_by_router(&self) -> bool {
         true
@@ -76,13 +87,7 @@ struct EveryBoundButTheError<L>(PhantomData<L>);
 
 impl<L> RefusedByRouter for EveryBoundButTheError<L> {}
 
-impl<L> EveryBoundButTheError<L>
-where
-    L: Layer<Route> + Clone + Send + Sync + 'static,
-    L::Service: Service<Request> + Clone + Send + Sync + 'static,
-    <L::Service as Service<Request>>::Response: IntoResponse + 'static,
-    <L::Service as Service<Request>>::Future: Send + 'static,
-{
+impl<L: BoundsButTheError> EveryBoundButTheError<L> {
     fn accepted_if_its_error_were_infallible(&self) -> bool {
         true
     }
@@ -134,6 +139,19 @@ fn router_refuses_towers_timeout_layer_for_its_error_type_alone() {
     assert!(RouterLayer(type_of(&tower_http)).accepted_by_router());
 }
 
+/// GET `path` on `connection`, and its answer within the patience; `which`
+/// names the connection in the messages (empty for a fresh one).
+async fn ask(connection: &mut RawConnection, host: &str, path: &str, which: &str) -> Answer {
+    connection
+        .send(&get_request(path, host))
+        .await
+        .unwrap_or_else(|error| panic!("sending {path}{which}: {error:?}"));
+    tokio::time::timeout(PATIENCE, connection.read_answer())
+        .await
+        .unwrap_or_else(|elapsed| panic!("an answer to {path} within the patience: {elapsed:?}"))
+        .unwrap_or_else(|error| panic!("a complete response to {path}{which}: {error:?}"))
+}
+
 /// What a client of `app` on `axum::serve` sees: `/slow` on a fresh
 /// connection, then `/` on the same one.
 async fn slow_then_quick(app: Router) -> (u16, Duration, bool, u16, u64) {
@@ -143,23 +161,9 @@ async fn slow_then_quick(app: Router) -> (u16, Duration, bool, u16, u64) {
         .expect("connecting");
     let host = server.addr.to_string();
     let started = Instant::now();
-    connection
-        .send(&get_request("/slow", &host))
-        .await
-        .expect("sending /slow");
-    let slow = tokio::time::timeout(PATIENCE, connection.read_answer())
-        .await
-        .expect("an answer to /slow within the patience")
-        .expect("a complete response to /slow");
+    let slow = ask(&mut connection, &host, "/slow", "").await;
     let waited = started.elapsed();
-    connection
-        .send(&get_request("/", &host))
-        .await
-        .expect("sending / on the same connection");
-    let quick = tokio::time::timeout(PATIENCE, connection.read_answer())
-        .await
-        .expect("an answer to / within the patience")
-        .expect("a complete response to / on the same connection");
+    let quick = ask(&mut connection, &host, "/", " on the same connection").await;
     (
         slow.status,
         waited,

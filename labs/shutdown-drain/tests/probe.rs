@@ -84,23 +84,15 @@ fn own_server(style: &str, port: u16, db: &std::path::Path) -> Vec<String> {
     .to_vec()
 }
 
-fn probe_own_server(style: &str) -> Probed {
+/// The probe, with `flags` after `--port`, against the lab's own server in
+/// `style`; whatever the verdict, the server is gone afterwards.
+fn probe_own_server(style: &str, flags: &[&str]) -> Probed {
     let scratch = tempfile::tempdir().expect("a temp dir");
     let port = free_port();
     let command = own_server(style, port, &scratch.path().join("probe.db"));
     let command: Vec<&str> = command.iter().map(String::as_str).collect();
     let port_text = port.to_string();
-    let probed = probe(
-        &[
-            "--port",
-            &port_text,
-            "--slow-path",
-            "/slow",
-            "--grace-ms",
-            "3000",
-        ],
-        &command,
-    );
+    let probed = probe(&[&["--port", &port_text], flags].concat(), &command);
     let pid = probed.report["child_pid"].as_i64().expect("a pid") as i32;
     assert!(!pid_exists(pid), "pid {pid} is still there");
     probed
@@ -111,39 +103,44 @@ async fn the_probe_agrees_with_the_lab_on_the_lab_s_own_server() {
     let mut config = ShutdownConfig::for_mode(Mode::Quick);
     config.server_exe = LAB.into();
 
-    // The full sequence: clean for the lab, clean for the probe.
-    let full = probe_own_server("full");
-    assert_eq!(full.code, 0, "{}", full.stderr);
-    assert_eq!(full.report["clean"], true);
-    assert_eq!(full.report["exit_code"], 0);
-    assert_eq!(full.report["in_flight_failed"], 0);
-    assert_eq!(full.report["readiness_before_refusing"], true);
-    let lab_full = run_deploy(DeployCase::Full, &config)
-        .await
-        .expect("the lab runs");
-    assert_eq!(
-        lab_full.summary.exit_code,
-        full.report["exit_code"].as_i64().unwrap()
-    );
-    assert_eq!(
-        lab_full.summary.in_flight_completed,
-        lab_full.summary.in_flight_at_sigterm
-    );
-
-    // Exit at once: both see the signal and the cut in-flight requests.
-    let naive = probe_own_server("exit-at-once");
-    assert_eq!(naive.code, 1, "{}", naive.stderr);
-    assert_eq!(naive.report["exit_code"], 143);
-    assert_eq!(naive.report["in_flight_completed"], 0);
-    assert_eq!(naive.report["readiness_before_refusing"], false);
-    let lab_naive = run_deploy(DeployCase::ExitAtOnce, &config)
-        .await
-        .expect("the lab runs");
-    assert_eq!(
-        lab_naive.summary.exit_code,
-        naive.report["exit_code"].as_i64().unwrap()
-    );
-    assert_eq!(lab_naive.summary.in_flight_completed, 0);
+    // The full sequence: clean for the lab, clean for the probe. Exit at
+    // once: both see the signal and the cut in-flight requests.
+    let full: &[(&str, Value)] = &[
+        ("clean", true.into()),
+        ("exit_code", 0.into()),
+        ("in_flight_failed", 0.into()),
+        ("readiness_before_refusing", true.into()),
+    ];
+    let naive: &[(&str, Value)] = &[
+        ("exit_code", 143.into()),
+        ("in_flight_completed", 0.into()),
+        ("readiness_before_refusing", false.into()),
+    ];
+    for (style, case, code, report) in [
+        ("full", DeployCase::Full, 0, full),
+        ("exit-at-once", DeployCase::ExitAtOnce, 1, naive),
+    ] {
+        let probed = probe_own_server(style, &["--slow-path", "/slow", "--grace-ms", "3000"]);
+        assert_eq!(probed.code, code, "{style}: {}", probed.stderr);
+        for (field, expected) in report {
+            assert_eq!(&probed.report[field], expected, "{style}: {field}");
+        }
+        let lab = run_deploy(case, &config).await.expect("the lab runs");
+        assert_eq!(
+            lab.summary.exit_code,
+            probed.report["exit_code"].as_i64().unwrap(),
+            "{style}"
+        );
+        // Every request in flight at SIGTERM completes, or (exit at once) none.
+        let in_flight_completed = match case {
+            DeployCase::ExitAtOnce => 0,
+            _ => lab.summary.in_flight_at_sigterm,
+        };
+        assert_eq!(
+            lab.summary.in_flight_completed, in_flight_completed,
+            "{style}"
+        );
+    }
 }
 
 #[test]
@@ -171,12 +168,19 @@ fn bad_arguments_get_one_error_line_and_exit_2() {
     }
 }
 
+/// The probe, with `flags` after `--port` on a free port, on a `command` it
+/// cannot probe: it exits 2, and its report's error comes back with the rest.
+fn probe_refused(flags: &[&str], command: &[&str]) -> (String, Probed) {
+    let port = free_port().to_string();
+    let probed = probe(&[&["--port", &port], flags].concat(), command);
+    assert_eq!(probed.code, 2, "{}", probed.stderr);
+    let error = probed.report["error"].as_str().expect("an error field");
+    (error.to_string(), probed)
+}
+
 #[test]
 fn a_command_that_does_not_start_gets_a_clear_error() {
-    let port = free_port().to_string();
-    let probed = probe(&["--port", &port], &["/nonexistent/no-such-server"]);
-    assert_eq!(probed.code, 2);
-    let error = probed.report["error"].as_str().expect("an error field");
+    let (error, probed) = probe_refused(&[], &["/nonexistent/no-such-server"]);
     assert!(
         error.contains("no-such-server") && error.contains("No such file"),
         "{error}"
@@ -186,24 +190,15 @@ fn a_command_that_does_not_start_gets_a_clear_error() {
 
 #[test]
 fn a_command_that_exits_before_listening_is_reported() {
-    let port = free_port().to_string();
-    let probed = probe(&["--port", &port], &["false"]);
-    assert_eq!(probed.code, 2);
-    let error = probed.report["error"].as_str().expect("an error field");
+    let (error, probed) = probe_refused(&[], &["false"]);
     assert!(error.contains("exited (1) before it listened"), "{error}");
     assert!(!pid_exists(started_pid(&probed.stderr)));
 }
 
 #[test]
 fn a_command_that_never_listens_is_killed() {
-    let port = free_port().to_string();
     let started = Instant::now();
-    let probed = probe(
-        &["--port", &port, "--start-timeout-ms", "500"],
-        &["sleep", "30"],
-    );
-    assert_eq!(probed.code, 2);
-    let error = probed.report["error"].as_str().expect("an error field");
+    let (error, probed) = probe_refused(&["--start-timeout-ms", "500"], &["sleep", "30"]);
     assert!(
         error.contains("did not listen") && error.contains("killed it"),
         "{error}"
@@ -218,12 +213,7 @@ fn a_command_that_never_listens_is_killed() {
 
 #[test]
 fn a_server_that_ignores_sigterm_is_killed_after_the_grace_period() {
-    let scratch = tempfile::tempdir().expect("a temp dir");
-    let port = free_port();
-    let command = own_server("ignore-sigterm", port, &scratch.path().join("ignore.db"));
-    let command: Vec<&str> = command.iter().map(String::as_str).collect();
-    let port_text = port.to_string();
-    let probed = probe(&["--port", &port_text, "--grace-ms", "1000"], &command);
+    let probed = probe_own_server("ignore-sigterm", &["--grace-ms", "1000"]);
     assert_eq!(probed.code, 1, "{}", probed.stderr);
     assert_eq!(probed.report["killed_after_grace"], true);
     assert_eq!(probed.report["exit_code"], 137);
@@ -232,8 +222,6 @@ fn a_server_that_ignores_sigterm_is_killed_after_the_grace_period() {
             .as_str()
             .is_some_and(|verdict| verdict.contains("did not exit within"))
     );
-    let pid = probed.report["child_pid"].as_i64().expect("a pid") as i32;
-    assert!(!pid_exists(pid), "pid {pid} is still there");
 }
 
 #[test]

@@ -13,18 +13,14 @@ fn number(out: &Output, series: &str, field: &str) -> f64 {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_quick_run_writes_every_series_the_charts_need() {
+async fn a_quick_run_writes_every_series_the_charts_need() -> anyhow::Result<()> {
     let mut config = ShutdownConfig::for_mode(Mode::Quick);
     config.server_exe = env!("CARGO_BIN_EXE_lab-shutdown-drain").into();
-    let mut out = Output::collect();
-    run(Mode::Quick, &config, &mut out)
-        .await
-        .expect("the quick run completes");
-    let Record::Meta(meta) = &out.records()[0] else {
-        panic!("the first record is meta")
-    };
-    assert_eq!(meta.lab, SLUG);
-    assert_eq!(meta.time_scale, config.time_scale);
+    let out = Output::quick_run(SLUG, &config, run).await?;
+    assert_eq!(
+        out.meta_record().map(|meta| meta.time_scale),
+        Some(config.time_scale)
+    );
 
     for case in DeployCase::ALL {
         let name = case.series();
@@ -60,4 +56,5 @@ async fn a_quick_run_writes_every_series_the_charts_need() {
             );
         }
     }
+    Ok(())
 }
