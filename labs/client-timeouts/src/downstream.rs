@@ -129,6 +129,15 @@ impl Downstream {
         self.server.take();
     }
 
+    /// A socket bound to 127.0.0.1 on a port the kernel picks, not yet
+    /// listening; the downstream's address becomes its address.
+    fn bind_socket(&mut self) -> Result<TcpSocket> {
+        let socket = TcpSocket::new_v4().context("creating a socket")?;
+        socket.bind(self.addr).context("binding 127.0.0.1:0")?;
+        self.addr = socket.local_addr().context("reading the bound address")?;
+        Ok(socket)
+    }
+
     /// Starts a downstream of the given shape on 127.0.0.1, port 0.
     pub async fn start(shape: Shape, behaviour: Behaviour) -> Result<Downstream> {
         let busy = Arc::new(AtomicI64::new(0));
@@ -147,20 +156,11 @@ impl Downstream {
             Shape::Refuses => {
                 // Bound but not listening: the port stays ours, and a SYN to
                 // it gets a reset.
-                let socket = TcpSocket::new_v4().context("creating a socket")?;
-                socket
-                    .bind(downstream.addr)
-                    .context("binding 127.0.0.1:0")?;
-                downstream.addr = socket.local_addr().context("reading the bound address")?;
+                let socket = downstream.bind_socket()?;
                 downstream._bound = Some(socket);
             }
             Shape::NoHandshake => {
-                let socket = TcpSocket::new_v4().context("creating a socket")?;
-                socket
-                    .bind(downstream.addr)
-                    .context("binding 127.0.0.1:0")?;
-                downstream.addr = socket.local_addr().context("reading the bound address")?;
-                let listener = socket.listen(0).context("listening")?;
+                let listener = downstream.bind_socket()?.listen(0).context("listening")?;
                 // Never accepted: fill the accept queue until a connect no
                 // longer completes; from then on the kernel drops new SYNs.
                 for _ in 0..16 {
