@@ -21,10 +21,7 @@ use anyhow::{Context, Result};
 use lab_kit::{Meta, Mode, Output, Series};
 use serde::Serialize;
 
-pub use crate::{
-    measure::{Measured, measure},
-    setup::HandlerSetup,
-};
+pub use crate::{measure::measure, setup::HandlerSetup, summary::Measured};
 
 /// The lab's slug: its folder, chapter, data file and charts.
 pub const SLUG: &str = "blocking-lag";

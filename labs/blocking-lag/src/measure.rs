@@ -11,15 +11,8 @@ use crate::{
     prober::{ProberArgs, ProberProcess},
     server::{LagServer, Offload, ServerSettings},
     setup::HandlerSetup,
-    summary::{HandlerSummary, HealthSample, LagPoint, summarise},
+    summary::{Measured, summarise},
 };
-
-/// Everything one setup produced.
-pub struct Measured {
-    pub health: Vec<HealthSample>,
-    pub lag: Vec<LagPoint>,
-    pub summary: HandlerSummary,
-}
 
 /// One setup: fresh server, fresh prober, quiet, report(s), quiet, numbers.
 pub async fn measure(setup: &HandlerSetup, config: &BlockingConfig) -> Result<Measured> {

@@ -9,11 +9,17 @@ use serde::Serialize;
 
 use crate::{
     BlockingConfig,
-    measure::Measured,
     prober::ProbeLine,
     server::{ServerRecord, Span},
     setup::HandlerSetup,
 };
+
+/// Everything one setup produced.
+pub struct Measured {
+    pub health: Vec<HealthSample>,
+    pub lag: Vec<LagPoint>,
+    pub summary: HandlerSummary,
+}
 
 /// One /health answer, placed on the setup's timeline.
 #[derive(Debug, Clone, Serialize)]
