@@ -3,8 +3,9 @@
 //! queries that run for nobody while a pool of SQLite connections drains.
 //!
 //! One module per experiment; everything runs on 127.0.0.1 with ports the
-//! kernel picks, on a clock compressed by `Config::time_scale`.
+//! kernel picks, on a clock compressed by `CancellationConfig::time_scale`.
 
+pub mod counting;
 pub mod db;
 pub mod downstream;
 pub mod leave;
@@ -15,14 +16,10 @@ pub mod spiral;
 use std::{sync::Arc, time::Duration};
 
 use anyhow::{Context, Result};
-use lab_kit::{Meta, Mode, Output};
+use lab_kit::{Meta, Mode, Output, Series};
 use serde::Serialize;
 
-use crate::{
-    db::Database,
-    leave::{Protocol, Variant},
-    route_timeout::RouteTimeout,
-};
+use crate::{db::SlowDatabase, leave::LeaveSetup, route_timeout::RouteTimeout};
 
 /// The lab's slug: its folder, chapter, data file and charts.
 pub const SLUG: &str = "cancellation";
@@ -30,7 +27,7 @@ pub const SLUG: &str = "cancellation";
 /// What one run measures. Every `_s` field is production seconds; the lab
 /// runs them divided by `time_scale`.
 #[derive(Debug, Clone, Serialize)]
-pub struct Config {
+pub struct CancellationConfig {
     /// How much faster than production the lab's clock runs.
     pub time_scale: f64,
     /// Parts 1 and 2: how long the downstream call and the query each take.
@@ -51,15 +48,23 @@ pub struct Config {
     pub arrivals_per_s: f64,
     pub spiral_duration_s: f64,
     pub sample_every_s: f64,
+    /// Part 6: a batch of requests, one in `count_slow_every` slower than
+    /// its client waits, one in `count_fail_every` (of the rest) a real 500.
+    pub count_requests: u64,
+    pub count_slow_every: u64,
+    pub count_fail_every: u64,
+    pub count_fast_s: f64,
+    pub count_slow_s: f64,
+    pub count_client_timeout_s: f64,
 }
 
-impl Config {
-    pub fn for_mode(mode: Mode) -> Config {
+impl CancellationConfig {
+    pub fn for_mode(mode: Mode) -> CancellationConfig {
         let (time_scale, spiral_duration_s) = match mode {
             Mode::Quick => (50.0, 120.0),
             Mode::Full => (10.0, 300.0),
         };
-        Config {
+        CancellationConfig {
             time_scale,
             work_s: 12.0,
             leave_after_s: 2.0,
@@ -73,6 +78,12 @@ impl Config {
             arrivals_per_s: 0.8,
             spiral_duration_s,
             sample_every_s: 2.0,
+            count_requests: 40,
+            count_slow_every: 4,
+            count_fail_every: 10,
+            count_fast_s: 0.2,
+            count_slow_s: 5.0,
+            count_client_timeout_s: 2.0,
         }
     }
 
@@ -88,28 +99,28 @@ impl Config {
 }
 
 /// The whole lab, as records on `out`.
-pub async fn run(mode: Mode, config: &Config, out: &mut Output) -> Result<()> {
+pub async fn run(mode: Mode, config: &CancellationConfig, out: &mut Output) -> Result<()> {
     out.meta(Meta::describe(SLUG, mode, config.time_scale, config)?)?;
-    let database = Arc::new(Database::open(config.pool_size).context("opening the database")?);
+    let database = Arc::new(SlowDatabase::open(config.pool_size).context("opening the database")?);
+    // One case at a time: the cases' queries burn the CPU, and side by side
+    // on two cores they would measure each other.
     eprintln!("cancellation: does the work stop when the client leaves (5 variants x 2 protocols)");
-    for protocol in [Protocol::Http1, Protocol::Http2] {
-        for variant in Variant::ALL {
-            let case = leave::leave_case(variant, protocol, Arc::clone(&database), config)
-                .await
-                .with_context(|| format!("leave/{}/{}", variant.name(), protocol.name()))?;
-            out.sample(&format!("leave/{}", protocol.name()), &case)?;
-            out.summary_of(
-                &format!("leave/{}/{}", variant.name(), protocol.name()),
-                &case,
-            )?;
-        }
+    for setup in LeaveSetup::all() {
+        let case = leave::leave_case(setup, Arc::clone(&database), config)
+            .await
+            .with_context(|| setup.series())?;
+        out.summary_of(&setup.series(), &case)?;
     }
     eprintln!("cancellation: route timeouts (3 ways)");
     for kind in RouteTimeout::ALL {
         let case = route_timeout::route_case(kind, Arc::clone(&database), config)
             .await
-            .with_context(|| format!("route/{}", kind.name()))?;
-        out.summary_of(&format!("route/{}", kind.name()), &case)?;
+            .with_context(|| kind.series())?;
+        out.summary_of(&kind.series(), &case)?;
+    }
+    eprintln!("cancellation: counting client aborts (3 access logs)");
+    for count in counting::run_counting(config).await.context("counting")? {
+        out.summary_of(&format!("count/{}", count.log), &count)?;
     }
     eprintln!("cancellation: the spiral (3 variants)");
     spiral::run_spiral(config, out)

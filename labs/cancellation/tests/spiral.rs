@@ -5,18 +5,18 @@
 //! the moment between a user leaving and SQLite's next progress check).
 
 use lab_cancellation::{
-    Config,
-    spiral::{Variant, spiral_variant},
+    CancellationConfig,
+    spiral::{SpiralVariant, spiral_variant},
 };
 use lab_kit::Mode;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn propagated_cancellation_beats_a_long_query_timeout() {
-    let config = Config::for_mode(Mode::Quick);
-    let (long_samples, long) = spiral_variant(Variant::LongQueryTimeout, &config)
+    let config = CancellationConfig::for_mode(Mode::Quick);
+    let (long_samples, long) = spiral_variant(SpiralVariant::LongQueryTimeout, &config)
         .await
         .expect("the long-timeout spiral runs");
-    let (fixed_samples, fixed) = spiral_variant(Variant::Propagated, &config)
+    let (fixed_samples, fixed) = spiral_variant(SpiralVariant::Propagated, &config)
         .await
         .expect("the propagated spiral runs");
     let label = format!("{long:?}\n{fixed:?}");
