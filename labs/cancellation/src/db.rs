@@ -65,6 +65,9 @@ pub enum QueryEnd {
     Completed,
     Interrupted,
     Failed,
+    /// Its stop had already come when a connection was free: refused
+    /// rather than started.
+    NotStarted,
 }
 
 impl QueryEnd {
@@ -73,6 +76,7 @@ impl QueryEnd {
             QueryEnd::Completed => "completed",
             QueryEnd::Interrupted => "interrupted",
             QueryEnd::Failed => "failed",
+            QueryEnd::NotStarted => "not-started",
         }
     }
 }
@@ -137,19 +141,26 @@ impl SlowDatabase {
 
     // ANCHOR: query
     /// Waits for a pooled connection, then runs the slow query on the
-    /// blocking pool. `on_end` runs on the blocking thread when SQLite is
-    /// done, so it reports even if the caller's future was dropped meanwhile:
+    /// blocking pool, unless its stop has come while it waited (a deadline
+    /// already passed is work for nobody). `on_end` runs on the blocking
+    /// thread when SQLite is done, with the instant the statement started,
+    /// so it reports even if the caller's future was dropped meanwhile:
     /// dropping a `spawn_blocking` handle does not stop the closure.
     pub async fn slow_query(
         &self,
         tag: u64,
         rows: i64,
         stop: QueryStop,
-        on_end: impl FnOnce(QueryEnd) + Send + 'static,
+        on_end: impl FnOnce(QueryEnd, Instant) + Send + 'static,
     ) -> Result<QueryEnd> {
         let mut connection = self.pool.get().await.context("the pool is closed")?;
+        if stop.now() {
+            on_end(QueryEnd::NotStarted, Instant::now());
+            return Ok(QueryEnd::NotStarted);
+        }
         let running = Arc::clone(&self.running);
         let blocking = tokio::task::spawn_blocking(move || {
+            let began = Instant::now();
             running.lock().expect("not poisoned").insert(tag);
             // Returning true from the handler makes SQLite stop the
             // statement with SQLITE_INTERRUPT.
@@ -170,7 +181,7 @@ impl SlowDatabase {
             };
             let _ = connection.progress_handler(0, None::<fn() -> bool>);
             running.lock().expect("not poisoned").remove(&tag);
-            on_end(end);
+            on_end(end, began);
             end
             // `connection` drops here: back to the pool.
         });

@@ -127,7 +127,7 @@ pub async fn work(app: Arc<LeaveApp>, token: Option<CancellationToken>) {
     };
     let query = app
         .database
-        .slow_query(0, app.query_rows, stop, move |end| {
+        .slow_query(0, app.query_rows, stop, move |end, _began| {
             probe.mark(|marks, now| {
                 marks.query_end_ms = Some(now);
                 marks.query_end = Some(end);

@@ -5,11 +5,14 @@
 //! One module per experiment; everything runs on 127.0.0.1 with ports the
 //! kernel picks, on a clock compressed by `CancellationConfig::time_scale`.
 
+pub mod chain;
 pub mod counting;
 pub mod db;
 pub mod downstream;
+pub mod grpc_timeout;
 pub mod leave;
 pub mod probe;
+pub mod provider;
 pub mod route_timeout;
 pub mod spiral;
 
@@ -56,6 +59,25 @@ pub struct CancellationConfig {
     pub count_fast_s: f64,
     pub count_slow_s: f64,
     pub count_client_timeout_s: f64,
+    /// Part 5: callers sharing a bulkhead of `provider_bulkhead` permits,
+    /// each call with a timeout, for `provider_duration_s`; one call in
+    /// `provider_hang_every` hangs at the provider for `provider_hang_s`.
+    pub provider_users: u64,
+    pub provider_bulkhead: usize,
+    pub provider_timeout_s: f64,
+    pub provider_duration_s: f64,
+    pub provider_hang_every: u64,
+    pub provider_hang_s: f64,
+    pub provider_fast_s: f64,
+    /// Part 4: a burst of users through edge → middle → backend; the middle
+    /// works `chain_middle_work_s` first, the backend's query takes
+    /// `chain_query_s` alone on a pool of `chain_pool`; each hop keeps
+    /// `chain_margin_s` of its budget for the answer's way back.
+    pub chain_users: u64,
+    pub chain_pool: usize,
+    pub chain_middle_work_s: f64,
+    pub chain_query_s: f64,
+    pub chain_margin_s: f64,
 }
 
 impl CancellationConfig {
@@ -84,6 +106,18 @@ impl CancellationConfig {
             count_fast_s: 0.2,
             count_slow_s: 5.0,
             count_client_timeout_s: 2.0,
+            provider_users: 20,
+            provider_bulkhead: 5,
+            provider_timeout_s: 2.0,
+            provider_duration_s: 30.0,
+            provider_hang_every: 3,
+            provider_hang_s: 60.0,
+            provider_fast_s: 0.2,
+            chain_users: 6,
+            chain_pool: 2,
+            chain_middle_work_s: 3.0,
+            chain_query_s: 12.0,
+            chain_margin_s: 0.5,
         }
     }
 
@@ -118,9 +152,24 @@ pub async fn run(mode: Mode, config: &CancellationConfig, out: &mut Output) -> R
             .with_context(|| kind.series())?;
         out.summary_of(&kind.series(), &case)?;
     }
+    // One variant at a time: the backend's queries burn the CPU.
+    eprintln!("cancellation: deadline propagation across three services (2 variants)");
+    for variant in chain::ChainVariant::ALL {
+        let outcome = chain::chain_case(variant, config)
+            .await
+            .with_context(|| variant.series())?;
+        out.summary_of(&variant.series(), &outcome)?;
+    }
     eprintln!("cancellation: counting client aborts (3 access logs)");
     for count in counting::run_counting(config).await.context("counting")? {
         out.summary_of(&format!("count/{}", count.log), &count)?;
+    }
+    eprintln!("cancellation: the provider's view (3 clients, side by side)");
+    for view in provider::run_provider(config)
+        .await
+        .context("the provider's view")?
+    {
+        out.summary_of(&format!("provider/{}", view.client), &view)?;
     }
     eprintln!("cancellation: the spiral (3 variants)");
     spiral::run_spiral(config, out)

@@ -100,11 +100,11 @@ async fn query_route(State(service): State<Arc<Service>>, headers: HeaderMap) ->
     };
     match service
         .database
-        .slow_query(header("x-request-id"), rows, stop, |_| {})
+        .slow_query(header("x-request-id"), rows, stop, |_, _| {})
         .await
     {
         Ok(QueryEnd::Completed) => StatusCode::OK,
-        Ok(QueryEnd::Interrupted) => StatusCode::GATEWAY_TIMEOUT,
+        Ok(QueryEnd::Interrupted | QueryEnd::NotStarted) => StatusCode::GATEWAY_TIMEOUT,
         Ok(QueryEnd::Failed) | Err(_) => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }
