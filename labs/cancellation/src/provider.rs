@@ -18,6 +18,7 @@ use axum::{Router, extract::State, routing::get};
 use lab_kit::{Series, net::AbortOnDrop, server::spawn_axum, together::side_by_side};
 use serde::Serialize;
 use tokio::{sync::Semaphore, task::JoinSet, time::Instant};
+use tokio_util::sync::CancellationToken;
 
 use crate::CancellationConfig;
 
@@ -33,13 +34,19 @@ pub enum ProviderClient {
     /// goes back but the request goes on (what a timeout without an abort
     /// signal does in Node).
     AbandonedRace,
+    /// reqwest's timeout, HTTP/1.1, against a provider that moves its work
+    /// into `tokio::spawn`: the client stops, the provider does not (what a
+    /// Node server does, where nothing stops a handler when its socket
+    /// closes).
+    ProviderSpawns,
 }
 
 impl ProviderClient {
-    pub const ALL: [ProviderClient; 3] = [
+    pub const ALL: [ProviderClient; 4] = [
         ProviderClient::ReqwestTimeout,
         ProviderClient::ReqwestTimeoutHttp2,
         ProviderClient::AbandonedRace,
+        ProviderClient::ProviderSpawns,
     ];
 
     pub fn name(self) -> &'static str {
@@ -47,6 +54,7 @@ impl ProviderClient {
             ProviderClient::ReqwestTimeout => "reqwest-timeout",
             ProviderClient::ReqwestTimeoutHttp2 => "reqwest-timeout-http2",
             ProviderClient::AbandonedRace => "abandoned-race",
+            ProviderClient::ProviderSpawns => "provider-spawns",
         }
     }
 }
@@ -79,9 +87,27 @@ struct Provider {
     hang_every: u64,
     hang: Duration,
     fast: Duration,
+    /// Work in `tokio::spawn`, ended by this token when the case is over.
+    spawns: Option<CancellationToken>,
 }
 
 async fn provide(State(provider): State<Provider>) -> &'static str {
+    match provider.spawns.clone() {
+        Some(case_over) => {
+            let spawned = tokio::spawn(async move {
+                tokio::select! {
+                    _ = case_over.cancelled() => {}
+                    _ = serve_one(&provider) => {}
+                }
+            });
+            let _ = spawned.await;
+        }
+        None => serve_one(&provider).await,
+    }
+    "provided"
+}
+
+async fn serve_one(provider: &Provider) {
     let counts = &provider.in_flight;
     let now = counts.now.fetch_add(1, Ordering::SeqCst) + 1;
     counts.peak.fetch_max(now, Ordering::SeqCst);
@@ -93,7 +119,6 @@ async fn provide(State(provider): State<Provider>) -> &'static str {
         provider.fast
     };
     tokio::time::sleep(work).await;
-    "provided"
 }
 
 // ANCHOR: call
@@ -107,7 +132,9 @@ async fn call(
     abandoned: &Mutex<Vec<AbortOnDrop>>,
 ) -> bool {
     match kind {
-        ProviderClient::ReqwestTimeout | ProviderClient::ReqwestTimeoutHttp2 => {
+        ProviderClient::ReqwestTimeout
+        | ProviderClient::ReqwestTimeoutHttp2
+        | ProviderClient::ProviderSpawns => {
             // On timeout reqwest drops the request: HTTP/1.1 closes the
             // connection, HTTP/2 sends RST_STREAM; hyper then drops the
             // provider's handler.
@@ -144,7 +171,10 @@ pub struct ProviderView {
 
 async fn provider_case(kind: ProviderClient, config: CancellationConfig) -> Result<ProviderView> {
     let in_flight = Arc::new(InFlight::default());
+    let case_over = CancellationToken::new();
+    let _end_spawned_work = case_over.clone().drop_guard();
     let provider = Provider {
+        spawns: (kind == ProviderClient::ProviderSpawns).then(|| case_over.clone()),
         in_flight: Arc::clone(&in_flight),
         hang_every: config.provider_hang_every,
         hang: config.lab(config.provider_hang_s),
@@ -153,9 +183,9 @@ async fn provider_case(kind: ProviderClient, config: CancellationConfig) -> Resu
     let server = spawn_axum(Router::new().route("/", get(provide)).with_state(provider)).await?;
     let client = match kind {
         ProviderClient::ReqwestTimeoutHttp2 => reqwest::Client::builder().http2_prior_knowledge(),
-        ProviderClient::ReqwestTimeout | ProviderClient::AbandonedRace => {
-            reqwest::Client::builder().http1_only()
-        }
+        ProviderClient::ReqwestTimeout
+        | ProviderClient::AbandonedRace
+        | ProviderClient::ProviderSpawns => reqwest::Client::builder().http1_only(),
     }
     .build()
     .context("building the client")?;
