@@ -207,7 +207,8 @@ pub struct AccessLogCount {
     pub error_rate_pct: f64,
 }
 
-/// Sends the batch, waits for the logs to settle, counts.
+/// Sends the batch, waits for the logs to settle, counts: one count per
+/// log, in the order of [`AccessLog::ALL`].
 pub async fn run_counting(config: &CancellationConfig) -> Result<Vec<AccessLogCount>> {
     let logs = Arc::new(Logs::default());
     let work = Work {

@@ -161,15 +161,17 @@ pub async fn run(mode: Mode, config: &CancellationConfig, out: &mut Output) -> R
         out.summary_of(&variant.series(), &outcome)?;
     }
     eprintln!("cancellation: counting client aborts (3 access logs)");
-    for count in counting::run_counting(config).await.context("counting")? {
-        out.summary_of(&format!("count/{}", count.log), &count)?;
+    let counts = counting::run_counting(config).await.context("counting")?;
+    // Both come back in the order of their `ALL`.
+    for (log, count) in counting::AccessLog::ALL.iter().zip(&counts) {
+        out.summary_of(&log.series(), count)?;
     }
-    eprintln!("cancellation: the provider's view (3 clients, side by side)");
-    for view in provider::run_provider(config)
+    eprintln!("cancellation: the provider's view (4 setups, side by side)");
+    let views = provider::run_provider(config)
         .await
-        .context("the provider's view")?
-    {
-        out.summary_of(&format!("provider/{}", view.client), &view)?;
+        .context("the provider's view")?;
+    for (client, view) in provider::ProviderClient::ALL.iter().zip(&views) {
+        out.summary_of(&client.series(), view)?;
     }
     eprintln!("cancellation: the spiral (3 variants)");
     spiral::run_spiral(config, out)

@@ -234,7 +234,7 @@ async fn provider_case(kind: ProviderClient, config: CancellationConfig) -> Resu
 }
 
 /// Every kind of client at once, each against its own provider (they wait
-/// on timers, not on the CPU).
+/// on timers, not on the CPU); the views in the order of [`ProviderClient::ALL`].
 pub async fn run_provider(config: &CancellationConfig) -> Result<Vec<ProviderView>> {
     let results = side_by_side(ProviderClient::ALL, ProviderClient::series, |kind| {
         provider_case(kind, config.clone())
