@@ -9,16 +9,16 @@ use anyhow::Result;
 use axum::{Router, extract::State, routing::get};
 use lab_kit::server::{RunningServer, spawn_axum};
 
-use crate::probe::{DownstreamGuard, Probe};
+use crate::probe::{CaseProbe, DownstreamEndGuard};
 
 #[derive(Clone)]
 struct Downstream {
     work: Duration,
-    probe: Arc<Probe>,
+    probe: Arc<CaseProbe>,
 }
 
 /// Starts the downstream; it answers `/work` after `work`.
-pub async fn start(work: Duration, probe: Arc<Probe>) -> Result<RunningServer> {
+pub async fn start(work: Duration, probe: Arc<CaseProbe>) -> Result<RunningServer> {
     let app = Router::new()
         .route("/work", get(slow_work))
         .with_state(Downstream { work, probe });
@@ -26,7 +26,7 @@ pub async fn start(work: Duration, probe: Arc<Probe>) -> Result<RunningServer> {
 }
 
 async fn slow_work(State(downstream): State<Downstream>) -> &'static str {
-    let mut guard = DownstreamGuard {
+    let mut guard = DownstreamEndGuard {
         probe: downstream.probe,
         completed: false,
     };

@@ -7,7 +7,7 @@ use std::{sync::Arc, time::Duration};
 
 use anyhow::{Context, Result};
 use axum::{Router, extract::State, http::StatusCode, routing::get};
-use lab_kit::server::spawn_axum;
+use lab_kit::{Series, server::spawn_axum};
 use serde::Serialize;
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
@@ -17,11 +17,11 @@ use tokio_util::sync::CancellationToken;
 use tower_http::timeout::TimeoutLayer;
 
 use crate::{
-    Config,
-    db::Database,
+    CancellationConfig,
+    db::SlowDatabase,
     downstream,
-    leave::{self, App, Variant},
-    probe::Probe,
+    leave::{self, LeaveApp, LeaveVariant},
+    probe::CaseProbe,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,8 +53,14 @@ impl RouteTimeout {
     }
 }
 
+impl Series for RouteTimeout {
+    fn series(&self) -> String {
+        format!("route/{}", self.name())
+    }
+}
+
 /// The work, then the order that the work was for.
-async fn work_then_order(app: Arc<App>, token: Option<CancellationToken>) {
+async fn work_then_order(app: Arc<LeaveApp>, token: Option<CancellationToken>) {
     leave::work(Arc::clone(&app), token).await;
     if app.database.place_order(1).await.is_ok() {
         app.probe.mark(|marks, now| marks.order_ms = Some(now));
@@ -62,7 +68,7 @@ async fn work_then_order(app: Arc<App>, token: Option<CancellationToken>) {
 }
 
 struct Route {
-    app: Arc<App>,
+    app: Arc<LeaveApp>,
     timeout: Duration,
 }
 
@@ -85,7 +91,7 @@ async fn spawned_race(State(route): State<Arc<Route>>) -> (StatusCode, &'static 
 async fn in_place(State(route): State<Arc<Route>>) -> (StatusCode, &'static str) {
     let token = CancellationToken::new();
     let _cancel_on_drop = token.clone().drop_guard();
-    let for_query = (route.app.variant == Variant::TokenInterrupt).then_some(token);
+    let for_query = (route.app.variant == LeaveVariant::TokenInterrupt).then_some(token);
     work_then_order(Arc::clone(&route.app), for_query).await;
     (StatusCode::OK, "order placed")
 }
@@ -123,18 +129,18 @@ pub struct RouteCase {
 
 pub async fn route_case(
     kind: RouteTimeout,
-    database: Arc<Database>,
-    config: &Config,
+    database: Arc<SlowDatabase>,
+    config: &CancellationConfig,
 ) -> Result<RouteCase> {
-    let probe = Probe::start();
+    let probe = CaseProbe::start();
     let work_time = config.lab(config.work_s);
     let orders_before = database.orders_for(1).await?;
     let downstream = downstream::start(work_time, Arc::clone(&probe)).await?;
     let variant = match kind {
-        RouteTimeout::TowerLayerToken => Variant::TokenInterrupt,
-        RouteTimeout::SpawnedRace | RouteTimeout::TowerLayer => Variant::Plain,
+        RouteTimeout::TowerLayerToken => LeaveVariant::TokenInterrupt,
+        RouteTimeout::SpawnedRace | RouteTimeout::TowerLayer => LeaveVariant::Plain,
     };
-    let app = Arc::new(App {
+    let app = Arc::new(LeaveApp {
         variant,
         // Twice the downstream's time: well past the route's timeout even
         // on a run where SQLite is faster than when it was timed.

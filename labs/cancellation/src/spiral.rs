@@ -15,43 +15,49 @@ use std::{
 
 use anyhow::{Context, Result};
 use axum::{Router, extract::State, http::HeaderMap, http::StatusCode, routing::get};
-use lab_kit::{Output, server::spawn_axum};
+use lab_kit::{Output, Series, server::spawn_axum};
 use serde::Serialize;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tower_http::timeout::TimeoutLayer;
 
 use crate::{
-    Config,
-    db::{Database, QueryEnd, Stop},
+    CancellationConfig,
+    db::{QueryEnd, QueryStop, SlowDatabase},
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Variant {
+pub enum SpiralVariant {
     LongQueryTimeout,
     QueryTimeoutBelowDeadline,
     Propagated,
 }
 
-impl Variant {
-    pub const ALL: [Variant; 3] = [
-        Variant::LongQueryTimeout,
-        Variant::QueryTimeoutBelowDeadline,
-        Variant::Propagated,
+impl SpiralVariant {
+    pub const ALL: [SpiralVariant; 3] = [
+        SpiralVariant::LongQueryTimeout,
+        SpiralVariant::QueryTimeoutBelowDeadline,
+        SpiralVariant::Propagated,
     ];
 
     pub fn name(self) -> &'static str {
         match self {
-            Variant::LongQueryTimeout => "long-query-timeout",
-            Variant::QueryTimeoutBelowDeadline => "query-timeout-below-deadline",
-            Variant::Propagated => "propagated",
+            SpiralVariant::LongQueryTimeout => "long-query-timeout",
+            SpiralVariant::QueryTimeoutBelowDeadline => "query-timeout-below-deadline",
+            SpiralVariant::Propagated => "propagated",
         }
     }
 }
 
+impl Series for SpiralVariant {
+    fn series(&self) -> String {
+        format!("spiral/{}", self.name())
+    }
+}
+
 struct Service {
-    variant: Variant,
-    database: Database,
+    variant: SpiralVariant,
+    database: SlowDatabase,
     route_timeout: Duration,
     query_timeout: Duration,
     margin: Duration,
@@ -79,26 +85,26 @@ async fn query_route(State(service): State<Arc<Service>>, headers: HeaderMap) ->
     let _cancel_on_drop = token.clone().drop_guard();
     let deadline = arrived + service.route_timeout - service.margin;
     let stop = match service.variant {
-        Variant::LongQueryTimeout => Stop {
+        SpiralVariant::LongQueryTimeout => QueryStop {
             deadline: Some(arrived + service.query_timeout),
             token: None,
         },
-        Variant::QueryTimeoutBelowDeadline => Stop {
+        SpiralVariant::QueryTimeoutBelowDeadline => QueryStop {
             deadline: Some(deadline),
             token: None,
         },
-        Variant::Propagated => Stop {
+        SpiralVariant::Propagated => QueryStop {
             deadline: Some(deadline),
             token: Some(token),
         },
     };
     match service
         .database
-        .slow_query(header("x-request-id"), rows, stop, |_| {})
+        .slow_query(header("x-request-id"), rows, stop, |_, _| {})
         .await
     {
         Ok(QueryEnd::Completed) => StatusCode::OK,
-        Ok(QueryEnd::Interrupted) => StatusCode::GATEWAY_TIMEOUT,
+        Ok(QueryEnd::Interrupted | QueryEnd::NotStarted) => StatusCode::GATEWAY_TIMEOUT,
         Ok(QueryEnd::Failed) | Err(_) => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }
@@ -131,24 +137,24 @@ pub struct SpiralSummary {
     pub samples_running_above_waiting: u64,
 }
 
-pub async fn run_spiral(config: &Config, out: &mut Output) -> Result<()> {
-    for variant in Variant::ALL {
+pub async fn run_spiral(config: &CancellationConfig, out: &mut Output) -> Result<()> {
+    for variant in SpiralVariant::ALL {
         let (samples, summary) = spiral_variant(variant, config)
             .await
             .with_context(|| variant.name())?;
         for sample in &samples {
-            out.sample(&format!("spiral/{}", variant.name()), sample)?;
+            out.sample(&variant.series(), sample)?;
         }
-        out.summary_of(&format!("spiral/{}", variant.name()), &summary)?;
+        out.summary_of(&variant.series(), &summary)?;
     }
     Ok(())
 }
 
 pub async fn spiral_variant(
-    variant: Variant,
-    config: &Config,
+    variant: SpiralVariant,
+    config: &CancellationConfig,
 ) -> Result<(Vec<SpiralSample>, SpiralSummary)> {
-    let database = Database::open(config.pool_size).context("opening the database")?;
+    let database = SlowDatabase::open(config.pool_size).context("opening the database")?;
     let service = Arc::new(Service {
         variant,
         light_rows: database.rows_for(config.lab(config.light_query_s)),

@@ -13,7 +13,7 @@ use crate::db::QueryEnd;
 
 /// Milliseconds since the case started, for each mark that happened.
 #[derive(Debug, Clone, Default)]
-pub struct Marks {
+pub struct CaseMarks {
     pub client_done_ms: Option<f64>,
     pub downstream_end_ms: Option<f64>,
     pub downstream_completed: bool,
@@ -24,16 +24,16 @@ pub struct Marks {
 
 /// Shared by the client, the server, the downstream and the database.
 #[derive(Debug)]
-pub struct Probe {
+pub struct CaseProbe {
     epoch: Instant,
-    marks: Mutex<Marks>,
+    marks: Mutex<CaseMarks>,
 }
 
-impl Probe {
-    pub fn start() -> Arc<Probe> {
-        Arc::new(Probe {
+impl CaseProbe {
+    pub fn start() -> Arc<CaseProbe> {
+        Arc::new(CaseProbe {
             epoch: Instant::now(),
-            marks: Mutex::new(Marks::default()),
+            marks: Mutex::new(CaseMarks::default()),
         })
     }
 
@@ -41,17 +41,17 @@ impl Probe {
         self.epoch.elapsed().as_secs_f64() * 1000.0
     }
 
-    pub fn mark(&self, change: impl FnOnce(&mut Marks, f64)) {
+    pub fn mark(&self, change: impl FnOnce(&mut CaseMarks, f64)) {
         let now = self.now_ms();
         change(&mut self.marks.lock().expect("marks are not poisoned"), now);
     }
 
-    pub fn marks(&self) -> Marks {
+    pub fn marks(&self) -> CaseMarks {
         self.marks.lock().expect("marks are not poisoned").clone()
     }
 
     /// Waits (polling) until `settled` holds or `bound` has passed.
-    pub async fn settle(&self, bound: Duration, settled: impl Fn(&Marks) -> bool) -> Marks {
+    pub async fn settle(&self, bound: Duration, settled: impl Fn(&CaseMarks) -> bool) -> CaseMarks {
         let until = Instant::now() + bound;
         loop {
             let marks = self.marks();
@@ -63,14 +63,14 @@ impl Probe {
     }
 }
 
-/// Marks the downstream's end when dropped: on completion, or when hyper
+/// CaseMarks the downstream's end when dropped: on completion, or when hyper
 /// drops the downstream handler because its caller went away.
-pub struct DownstreamGuard {
-    pub probe: Arc<Probe>,
+pub struct DownstreamEndGuard {
+    pub probe: Arc<CaseProbe>,
     pub completed: bool,
 }
 
-impl Drop for DownstreamGuard {
+impl Drop for DownstreamEndGuard {
     fn drop(&mut self) {
         let completed = self.completed;
         self.probe.mark(|marks, now| {

@@ -9,20 +9,20 @@ use std::{sync::Arc, time::Duration};
 
 use anyhow::{Context, Result};
 use axum::{Router, extract::State, routing::get};
-use lab_kit::server::spawn_axum;
+use lab_kit::{Series, server::spawn_axum};
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    Config,
-    db::{Database, Stop},
+    CancellationConfig,
+    db::{QueryStop, SlowDatabase},
     downstream,
-    probe::Probe,
+    probe::CaseProbe,
 };
 
 /// How the handler runs its work.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Variant {
+pub enum LeaveVariant {
     /// Awaits the downstream and the query in the handler's own future.
     Plain,
     /// Moves the work into `tokio::spawn` and awaits the join handle.
@@ -36,55 +36,84 @@ pub enum Variant {
     TokenInterrupt,
 }
 
-impl Variant {
-    pub const ALL: [Variant; 5] = [
-        Variant::Plain,
-        Variant::Spawn,
-        Variant::SpawnBlocking,
-        Variant::Token,
-        Variant::TokenInterrupt,
+impl LeaveVariant {
+    pub const ALL: [LeaveVariant; 5] = [
+        LeaveVariant::Plain,
+        LeaveVariant::Spawn,
+        LeaveVariant::SpawnBlocking,
+        LeaveVariant::Token,
+        LeaveVariant::TokenInterrupt,
     ];
 
     pub fn name(self) -> &'static str {
         match self {
-            Variant::Plain => "plain",
-            Variant::Spawn => "spawn",
-            Variant::SpawnBlocking => "spawn-blocking",
-            Variant::Token => "token",
-            Variant::TokenInterrupt => "token-interrupt",
+            LeaveVariant::Plain => "plain",
+            LeaveVariant::Spawn => "spawn",
+            LeaveVariant::SpawnBlocking => "spawn-blocking",
+            LeaveVariant::Token => "token",
+            LeaveVariant::TokenInterrupt => "token-interrupt",
         }
     }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Protocol {
+pub enum LeaveProtocol {
     Http1,
     Http2,
 }
 
-impl Protocol {
+impl LeaveProtocol {
+    pub const ALL: [LeaveProtocol; 2] = [LeaveProtocol::Http1, LeaveProtocol::Http2];
+
     pub fn name(self) -> &'static str {
         match self {
-            Protocol::Http1 => "http1",
-            Protocol::Http2 => "http2",
+            LeaveProtocol::Http1 => "http1",
+            LeaveProtocol::Http2 => "http2",
         }
     }
 }
 
+/// What part 1 compares: one way to run the handler's work, over one protocol.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeaveSetup {
+    pub variant: LeaveVariant,
+    pub protocol: LeaveProtocol,
+}
+
+impl LeaveSetup {
+    /// Every variant over HTTP/1.1, then every variant over HTTP/2.
+    pub fn all() -> Vec<LeaveSetup> {
+        LeaveProtocol::ALL
+            .into_iter()
+            .flat_map(|protocol| {
+                LeaveVariant::ALL
+                    .into_iter()
+                    .map(move |variant| LeaveSetup { variant, protocol })
+            })
+            .collect()
+    }
+}
+
+impl Series for LeaveSetup {
+    fn series(&self) -> String {
+        format!("leave/{}/{}", self.variant.name(), self.protocol.name())
+    }
+}
+
 /// The handler's world: what it calls and where it reports.
-pub struct App {
-    pub variant: Variant,
-    pub database: Arc<Database>,
+pub struct LeaveApp {
+    pub variant: LeaveVariant,
+    pub database: Arc<SlowDatabase>,
     pub downstream_url: String,
     pub client: reqwest::Client,
-    pub probe: Arc<Probe>,
+    pub probe: Arc<CaseProbe>,
     pub query_rows: i64,
 }
 
 // ANCHOR: work
 /// The request's work: the downstream call and the query, side by side.
 /// `token`, when given, is how the query learns the request is gone.
-pub async fn work(app: Arc<App>, token: Option<CancellationToken>) {
+pub async fn work(app: Arc<LeaveApp>, token: Option<CancellationToken>) {
     let call = async {
         let response = app.client.get(&app.downstream_url).send().await;
         if let Ok(response) = response {
@@ -92,13 +121,13 @@ pub async fn work(app: Arc<App>, token: Option<CancellationToken>) {
         }
     };
     let probe = Arc::clone(&app.probe);
-    let stop = Stop {
+    let stop = QueryStop {
         deadline: None,
         token,
     };
     let query = app
         .database
-        .slow_query(0, app.query_rows, stop, move |end| {
+        .slow_query(0, app.query_rows, stop, move |end, _began| {
             probe.mark(|marks, now| {
                 marks.query_end_ms = Some(now);
                 marks.query_end = Some(end);
@@ -109,25 +138,25 @@ pub async fn work(app: Arc<App>, token: Option<CancellationToken>) {
 // ANCHOR_END: work
 
 // ANCHOR: variants
-async fn handler(State(app): State<Arc<App>>) -> &'static str {
+async fn handler(State(app): State<Arc<LeaveApp>>) -> &'static str {
     match app.variant {
         // hyper drops this future when the client goes away; the drop
         // reaches every `.await` inside `work`.
-        Variant::Plain => work(app, None).await,
+        LeaveVariant::Plain => work(app, None).await,
         // A spawned task belongs to the runtime, not to the request: dropping
         // the handler drops only the join handle.
-        Variant::Spawn => {
+        LeaveVariant::Spawn => {
             let _ = tokio::spawn(work(app, None)).await;
         }
-        Variant::SpawnBlocking => {
+        LeaveVariant::SpawnBlocking => {
             let runtime = tokio::runtime::Handle::current();
             let _ = tokio::task::spawn_blocking(move || runtime.block_on(work(app, None))).await;
         }
-        Variant::Token | Variant::TokenInterrupt => {
+        LeaveVariant::Token | LeaveVariant::TokenInterrupt => {
             let token = CancellationToken::new();
             // Cancels the token when the handler's future is dropped.
             let _cancel_on_drop = token.clone().drop_guard();
-            let for_query = (app.variant == Variant::TokenInterrupt).then(|| token.clone());
+            let for_query = (app.variant == LeaveVariant::TokenInterrupt).then(|| token.clone());
             let task = tokio::spawn(async move {
                 tokio::select! {
                     _ = token.cancelled() => {}
@@ -146,7 +175,6 @@ async fn handler(State(app): State<Arc<App>>) -> &'static str {
 pub struct LeaveCase {
     pub variant: &'static str,
     pub protocol: &'static str,
-    pub row: f64,
     pub downstream_after_leave_s: f64,
     pub downstream_completed: bool,
     pub query_after_leave_s: f64,
@@ -157,15 +185,15 @@ pub struct LeaveCase {
 
 /// Runs one variant over one protocol.
 pub async fn leave_case(
-    variant: Variant,
-    protocol: Protocol,
-    database: Arc<Database>,
-    config: &Config,
+    setup: LeaveSetup,
+    database: Arc<SlowDatabase>,
+    config: &CancellationConfig,
 ) -> Result<LeaveCase> {
-    let probe = Probe::start();
+    let LeaveSetup { variant, protocol } = setup;
+    let probe = CaseProbe::start();
     let work_time = config.lab(config.work_s);
     let downstream = downstream::start(work_time, Arc::clone(&probe)).await?;
-    let app = Arc::new(App {
+    let app = Arc::new(LeaveApp {
         variant,
         query_rows: database.rows_for(work_time),
         database,
@@ -175,8 +203,8 @@ pub async fn leave_case(
     });
     let server = spawn_axum(Router::new().route("/", get(handler)).with_state(app)).await?;
     let client = match protocol {
-        Protocol::Http1 => reqwest::Client::builder().http1_only(),
-        Protocol::Http2 => reqwest::Client::builder().http2_prior_knowledge(),
+        LeaveProtocol::Http1 => reqwest::Client::builder().http1_only(),
+        LeaveProtocol::Http2 => reqwest::Client::builder().http2_prior_knowledge(),
     }
     .build()
     .context("building the client")?;
@@ -210,15 +238,6 @@ pub async fn leave_case(
     Ok(LeaveCase {
         variant: variant.name(),
         protocol: protocol.name(),
-        row: Variant::ALL
-            .iter()
-            .position(|each| *each == variant)
-            .unwrap_or(0) as f64
-            + if protocol == Protocol::Http2 {
-                0.15
-            } else {
-                -0.15
-            },
         downstream_after_leave_s: downstream_after,
         downstream_completed: marks.downstream_completed,
         query_after_leave_s: query_after,

@@ -10,20 +10,25 @@
 //! The progress handler asks the question on every few thousand instructions
 //! of the statement itself, so no cancellation can fall into a gap.
 //!
-//! No file outlives the lab, even a killed one: the database file is created
-//! in a temp dir, every pooled connection opens it, and then the directory is
-//! removed while the connections still hold the file open (journal in memory,
-//! so SQLite never needs to create a file by name again).
+//! No file outlives the lab, even a killed one, because there is no file:
+//! every pooled connection opens the same database in SQLite's `memdb` VFS
+//! (`file:/name?vfs=memdb`, a name that starts with `/` is shared by every
+//! connection of the process). Each connection keeps its own page cache and
+//! the VFS does the locking, as with a file on disk, but the bytes live in
+//! the process's memory and die with it, SIGKILL included.
 
 use std::{
     collections::BTreeSet,
-    sync::{Arc, Mutex},
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicU64, Ordering},
+    },
     time::{Duration, Instant},
 };
 
 use anyhow::{Context, Result};
 use deadpool::unmanaged::Pool;
-use rusqlite::Connection;
+use rusqlite::{Connection, OpenFlags};
 use tokio_util::sync::CancellationToken;
 
 /// SQLite VM instructions between two calls of the progress handler.
@@ -35,15 +40,15 @@ const SLOW_QUERY: &str = "WITH RECURSIVE counter(n) AS (SELECT 1 UNION ALL \
 
 /// What may stop a query before it ends on its own.
 #[derive(Debug, Clone, Default)]
-pub struct Stop {
+pub struct QueryStop {
     /// A query timeout: stop at this instant.
     pub deadline: Option<Instant>,
-    /// Stop when this token is cancelled (the request that wanted the
+    /// QueryStop when this token is cancelled (the request that wanted the
     /// answer is gone).
     pub token: Option<CancellationToken>,
 }
 
-impl Stop {
+impl QueryStop {
     fn now(&self) -> bool {
         self.deadline
             .is_some_and(|deadline| Instant::now() >= deadline)
@@ -60,6 +65,9 @@ pub enum QueryEnd {
     Completed,
     Interrupted,
     Failed,
+    /// Its stop had already come when a connection was free: refused
+    /// rather than started.
+    NotStarted,
 }
 
 impl QueryEnd {
@@ -68,12 +76,13 @@ impl QueryEnd {
             QueryEnd::Completed => "completed",
             QueryEnd::Interrupted => "interrupted",
             QueryEnd::Failed => "failed",
+            QueryEnd::NotStarted => "not-started",
         }
     }
 }
 
 /// The pool, and the queries running in SQLite right now (by tag).
-pub struct Database {
+pub struct SlowDatabase {
     pool: Pool<Connection>,
     pub size: usize,
     running: Arc<Mutex<BTreeSet<u64>>>,
@@ -81,16 +90,24 @@ pub struct Database {
     pub rows_per_ms: f64,
 }
 
-impl Database {
-    /// Opens `size` connections to a fresh file, then removes the file's
-    /// directory (see the module comment).
-    pub fn open(size: usize) -> Result<Database> {
-        let scratch = tempfile::tempdir().context("creating a temp dir")?;
-        let path = scratch.path().join("lab.sqlite");
+impl SlowDatabase {
+    /// Opens `size` connections to a fresh in-memory database (see the
+    /// module comment), one name per call so two pools never share tables.
+    pub fn open(size: usize) -> Result<SlowDatabase> {
+        static OPENED: AtomicU64 = AtomicU64::new(0);
+        let name = format!(
+            "file:/cancellation-{}-{}?vfs=memdb",
+            std::process::id(),
+            OPENED.fetch_add(1, Ordering::Relaxed)
+        );
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_URI
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let mut connections = Vec::with_capacity(size);
         for _ in 0..size {
-            let connection =
-                Connection::open(&path).with_context(|| format!("opening {}", path.display()))?;
+            let connection = Connection::open_with_flags(&name, flags)
+                .with_context(|| format!("opening {name}"))?;
             connection
                 .execute_batch(
                     "PRAGMA journal_mode = MEMORY; PRAGMA temp_store = MEMORY; \
@@ -100,9 +117,8 @@ impl Database {
                 .context("setting up the database")?;
             connections.push(connection);
         }
-        scratch.close().context("removing the temp dir")?;
         let rows_per_ms = calibrate(&connections[0]).context("timing the slow query")?;
-        Ok(Database {
+        Ok(SlowDatabase {
             pool: Pool::from(connections),
             size,
             running: Arc::default(),
@@ -125,19 +141,26 @@ impl Database {
 
     // ANCHOR: query
     /// Waits for a pooled connection, then runs the slow query on the
-    /// blocking pool. `on_end` runs on the blocking thread when SQLite is
-    /// done, so it reports even if the caller's future was dropped meanwhile:
+    /// blocking pool, unless its stop has come while it waited (a deadline
+    /// already passed is work for nobody). `on_end` runs on the blocking
+    /// thread when SQLite is done, with the instant the statement started,
+    /// so it reports even if the caller's future was dropped meanwhile:
     /// dropping a `spawn_blocking` handle does not stop the closure.
     pub async fn slow_query(
         &self,
         tag: u64,
         rows: i64,
-        stop: Stop,
-        on_end: impl FnOnce(QueryEnd) + Send + 'static,
+        stop: QueryStop,
+        on_end: impl FnOnce(QueryEnd, Instant) + Send + 'static,
     ) -> Result<QueryEnd> {
         let mut connection = self.pool.get().await.context("the pool is closed")?;
+        if stop.now() {
+            on_end(QueryEnd::NotStarted, Instant::now());
+            return Ok(QueryEnd::NotStarted);
+        }
         let running = Arc::clone(&self.running);
         let blocking = tokio::task::spawn_blocking(move || {
+            let began = Instant::now();
             running.lock().expect("not poisoned").insert(tag);
             // Returning true from the handler makes SQLite stop the
             // statement with SQLITE_INTERRUPT.
@@ -158,7 +181,7 @@ impl Database {
             };
             let _ = connection.progress_handler(0, None::<fn() -> bool>);
             running.lock().expect("not poisoned").remove(&tag);
-            on_end(end);
+            on_end(end, began);
             end
             // `connection` drops here: back to the pool.
         });
@@ -205,4 +228,35 @@ fn calibrate(connection: &Connection) -> Result<f64> {
         best = best.min(started.elapsed().as_secs_f64() * 1000.0);
     }
     Ok(rows as f64 / best.max(0.01))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn every_connection_of_a_pool_sees_one_database_and_two_pools_do_not_share() {
+        let first = SlowDatabase::open(3).expect("the first pool opens");
+        let second = SlowDatabase::open(3).expect("the second pool opens");
+        for _ in 0..3 {
+            first.place_order(7).await.expect("an order is placed");
+        }
+        // Three inserts went through whichever connections the pool gave out;
+        // all three connections, held at once, count all three: one database.
+        let held = [
+            first.pool.get().await.expect("a connection"),
+            first.pool.get().await.expect("a second connection"),
+            first.pool.get().await.expect("a third connection"),
+        ];
+        for connection in &held {
+            let orders: i64 = connection
+                .query_row("SELECT count(*) FROM orders WHERE request = 7", [], |row| {
+                    row.get(0)
+                })
+                .expect("counted");
+            assert_eq!(orders, 3);
+        }
+        drop(held);
+        assert_eq!(second.orders_for(7).await.expect("counted"), 0);
+    }
 }

@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     lab_kit::cli::run_lab(include_str!("../Cargo.toml"), |mode, mut out| async move {
-        let config = lab_cancellation::Config::for_mode(mode);
+        let config = lab_cancellation::CancellationConfig::for_mode(mode);
         lab_cancellation::run(mode, &config, &mut out).await
     })
 }

@@ -1,0 +1,181 @@
+//! Cancellation: does a server's work stop when its client leaves, what a
+//! route timeout leaves running after it has answered, and the spiral of
+//! queries that run for nobody while a pool of SQLite connections drains.
+//!
+//! One module per experiment; everything runs on 127.0.0.1 with ports the
+//! kernel picks, on a clock compressed by `CancellationConfig::time_scale`.
+
+pub mod chain;
+pub mod counting;
+pub mod db;
+pub mod downstream;
+pub mod grpc_timeout;
+pub mod leave;
+pub mod probe;
+pub mod provider;
+pub mod route_timeout;
+pub mod spiral;
+
+use std::{sync::Arc, time::Duration};
+
+use anyhow::{Context, Result};
+use lab_kit::{Meta, Mode, Output, Series};
+use serde::Serialize;
+
+use crate::{db::SlowDatabase, leave::LeaveSetup, route_timeout::RouteTimeout};
+
+/// The lab's slug: its folder, chapter, data file and charts.
+pub const SLUG: &str = "cancellation";
+
+/// What one run measures. Every `_s` field is production seconds; the lab
+/// runs them divided by `time_scale`.
+#[derive(Debug, Clone, Serialize)]
+pub struct CancellationConfig {
+    /// How much faster than production the lab's clock runs.
+    pub time_scale: f64,
+    /// Parts 1 and 2: how long the downstream call and the query each take.
+    pub work_s: f64,
+    /// Part 1: when the client gives up.
+    pub leave_after_s: f64,
+    /// Part 2 and the spiral: the route's timeout.
+    pub route_timeout_s: f64,
+    /// The spiral: the pool, the query timeout of the naive variant, how
+    /// long users wait before they leave, and the load.
+    pub pool_size: usize,
+    pub query_timeout_s: f64,
+    pub user_patience_s: f64,
+    pub light_query_s: f64,
+    pub heavy_query_s: f64,
+    /// One request in this many runs the heavy query.
+    pub heavy_every: u64,
+    pub arrivals_per_s: f64,
+    pub spiral_duration_s: f64,
+    pub sample_every_s: f64,
+    /// Part 6: a batch of requests, one in `count_slow_every` slower than
+    /// its client waits, one in `count_fail_every` (of the rest) a real 500.
+    pub count_requests: u64,
+    pub count_slow_every: u64,
+    pub count_fail_every: u64,
+    pub count_fast_s: f64,
+    pub count_slow_s: f64,
+    pub count_client_timeout_s: f64,
+    /// Part 5: callers sharing a bulkhead of `provider_bulkhead` permits,
+    /// each call with a timeout, for `provider_duration_s`; one call in
+    /// `provider_hang_every` hangs at the provider for `provider_hang_s`.
+    pub provider_users: u64,
+    pub provider_bulkhead: usize,
+    pub provider_timeout_s: f64,
+    pub provider_duration_s: f64,
+    pub provider_hang_every: u64,
+    pub provider_hang_s: f64,
+    pub provider_fast_s: f64,
+    /// Part 4: a burst of users through edge → middle → backend; the middle
+    /// works `chain_middle_work_s` first, the backend's query takes
+    /// `chain_query_s` alone on a pool of `chain_pool`; each hop keeps
+    /// `chain_margin_s` of its budget for the answer's way back.
+    pub chain_users: u64,
+    pub chain_pool: usize,
+    pub chain_middle_work_s: f64,
+    pub chain_query_s: f64,
+    pub chain_margin_s: f64,
+}
+
+impl CancellationConfig {
+    pub fn for_mode(mode: Mode) -> CancellationConfig {
+        let (time_scale, spiral_duration_s) = match mode {
+            Mode::Quick => (50.0, 120.0),
+            Mode::Full => (10.0, 300.0),
+        };
+        CancellationConfig {
+            time_scale,
+            work_s: 12.0,
+            leave_after_s: 2.0,
+            route_timeout_s: 10.0,
+            pool_size: 4,
+            query_timeout_s: 30.0,
+            user_patience_s: 8.0,
+            light_query_s: 1.0,
+            heavy_query_s: 20.0,
+            heavy_every: 5,
+            arrivals_per_s: 0.8,
+            spiral_duration_s,
+            sample_every_s: 2.0,
+            count_requests: 40,
+            count_slow_every: 4,
+            count_fail_every: 10,
+            count_fast_s: 0.2,
+            count_slow_s: 5.0,
+            count_client_timeout_s: 2.0,
+            provider_users: 20,
+            provider_bulkhead: 5,
+            provider_timeout_s: 2.0,
+            provider_duration_s: 30.0,
+            provider_hang_every: 3,
+            provider_hang_s: 60.0,
+            provider_fast_s: 0.2,
+            chain_users: 6,
+            chain_pool: 2,
+            chain_middle_work_s: 3.0,
+            chain_query_s: 12.0,
+            chain_margin_s: 0.5,
+        }
+    }
+
+    /// A production duration on the lab's clock.
+    pub fn lab(&self, production_seconds: f64) -> Duration {
+        Duration::from_secs_f64(production_seconds / self.time_scale)
+    }
+
+    /// Lab milliseconds scaled back to production seconds.
+    pub fn production_ms(&self, lab_ms: f64) -> f64 {
+        lab_ms / 1000.0 * self.time_scale
+    }
+}
+
+/// The whole lab, as records on `out`.
+pub async fn run(mode: Mode, config: &CancellationConfig, out: &mut Output) -> Result<()> {
+    out.meta(Meta::describe(SLUG, mode, config.time_scale, config)?)?;
+    let database = Arc::new(SlowDatabase::open(config.pool_size).context("opening the database")?);
+    // One case at a time: the cases' queries burn the CPU, and side by side
+    // on two cores they would measure each other.
+    eprintln!("cancellation: does the work stop when the client leaves (5 variants x 2 protocols)");
+    for setup in LeaveSetup::all() {
+        let case = leave::leave_case(setup, Arc::clone(&database), config)
+            .await
+            .with_context(|| setup.series())?;
+        out.summary_of(&setup.series(), &case)?;
+    }
+    eprintln!("cancellation: route timeouts (3 ways)");
+    for kind in RouteTimeout::ALL {
+        let case = route_timeout::route_case(kind, Arc::clone(&database), config)
+            .await
+            .with_context(|| kind.series())?;
+        out.summary_of(&kind.series(), &case)?;
+    }
+    // One variant at a time: the backend's queries burn the CPU.
+    eprintln!("cancellation: deadline propagation across three services (2 variants)");
+    for variant in chain::ChainVariant::ALL {
+        let outcome = chain::chain_case(variant, config)
+            .await
+            .with_context(|| variant.series())?;
+        out.summary_of(&variant.series(), &outcome)?;
+    }
+    eprintln!("cancellation: counting client aborts (3 access logs)");
+    let counts = counting::run_counting(config).await.context("counting")?;
+    // Both come back in the order of their `ALL`.
+    for (log, count) in counting::AccessLog::ALL.iter().zip(&counts) {
+        out.summary_of(&log.series(), count)?;
+    }
+    eprintln!("cancellation: the provider's view (4 setups, side by side)");
+    let views = provider::run_provider(config)
+        .await
+        .context("the provider's view")?;
+    for (client, view) in provider::ProviderClient::ALL.iter().zip(&views) {
+        out.summary_of(&client.series(), view)?;
+    }
+    eprintln!("cancellation: the spiral (3 variants)");
+    spiral::run_spiral(config, out)
+        .await
+        .context("the spiral")?;
+    Ok(())
+}
