@@ -311,14 +311,6 @@ impl Output {
         Ok(out)
     }
 
-    /// A numeric field of one series' summary, or an error naming what is
-    /// missing: `no summary for series "x"`, `series "x" has no field "y"`.
-    pub fn summary_number(&self, series: &str, field: &str) -> Result<f64> {
-        self.summary(series)
-            .with_context(|| format!("no summary for series {series:?}"))?
-            .number(field)
-    }
-
     /// Every sample of one series, in order.
     pub fn samples<'a>(&'a self, series: &'a str) -> impl Iterator<Item = &'a Point> + 'a {
         self.records.iter().filter_map(move |record| match record {
