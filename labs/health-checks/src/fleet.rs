@@ -43,9 +43,9 @@ impl Default for FleetConfig {
             duration_s: 300,
             db_slow_from_s: 60,
             db_slow_until_s: 150,
-            // Kubernetes liveness defaults: every 10 s, 3 failures.
-            probe_period_s: 10,
-            failure_threshold: 3,
+            // The same Kubernetes liveness defaults the measured probers use.
+            probe_period_s: (crate::production::LIVENESS_PERIOD_MS / 1000) as u32,
+            failure_threshold: crate::production::LIVENESS_FAILURE_THRESHOLD,
             restart_s: 30,
             reconnect_storm_s: 20,
         }
