@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use anyhow::{Context, Result};
-use lab_kit::{Output, Series};
+use anyhow::Result;
+use lab_kit::{Output, Series, together::side_by_side};
 use serde::Serialize;
 
 use crate::{
@@ -95,28 +95,28 @@ fn stalled_connection(
 pub async fn server_defaults(config: &ServerTimeoutsConfig, out: &mut Output) -> Result<()> {
     let window = config.lab(config.window_s);
     let mut servers = Vec::new();
-    let mut watches = tokio::task::JoinSet::new();
+    let mut cells = Vec::new();
     for setup in config.setups() {
         let server = setup.spawn().await?;
         for client in StalledClient::ALL {
-            let addr = server.addr();
-            watches.spawn(async move { (setup, client, watch(addr, client, window).await) });
+            cells.push((setup, client, server.addr()));
         }
         servers.push(server);
     }
-    let mut watched = Vec::new();
-    while let Some(joined) = watches.join_next().await {
-        watched.push(joined.context("a watching task panicked")?);
-    }
+    let series_of = |setup: &ServerSetup, client: StalledClient| {
+        format!("{}/{}", setup.series(), client.series())
+    };
+    // In the order of the setups, then of the clients, whatever order they ended in.
+    let watched = side_by_side(
+        cells,
+        |(setup, client, _)| series_of(setup, *client),
+        |(_, client, addr)| watch(addr, client, window),
+    )
+    .await?;
     drop(servers);
-    // The order of the setups, then of the clients, whatever order they ended in.
-    let setups = config.setups();
-    let place = |setup: &ServerSetup| setups.iter().position(|known| known == setup);
-    watched.sort_by_key(|(setup, client, _)| (place(setup), client.row()));
     let mut lives = Vec::new();
-    for (setup, client, outcome) in watched {
-        let name = format!("{}/{}", setup.series(), client.series());
-        let outcome = outcome.with_context(|| name.clone())?;
+    for ((setup, client, _), outcome) in watched {
+        let name = series_of(&setup, client);
         let summary = stalled_connection(
             &setup,
             client,
