@@ -57,8 +57,7 @@ pub fn asks_for_help(args: &[String]) -> bool {
         .any(|arg| arg == "-h" || arg == "--help")
 }
 
-/// Owned arguments from string literals, for tests and for a lab that builds
-/// a child's command line.
+/// Owned arguments from string literals, for the parsers' tests.
 pub fn to_args(items: &[&str]) -> Vec<String> {
     items.iter().map(|item| item.to_string()).collect()
 }
