@@ -19,22 +19,13 @@ use crate::{
     policy::{AttemptOutcome, RetryPolicy, send_with_retries},
 };
 
-/// Where retries happen in the chain.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RetryAt {
-    /// Every hop: the caller and each service.
-    EveryLayer,
-    /// Only the caller at the edge; services pass failures straight up.
-    EdgeOnly,
-}
-
-impl Series for RetryAt {
-    fn series(&self) -> String {
-        match self {
-            RetryAt::EveryLayer => "chain-every-layer",
-            RetryAt::EdgeOnly => "chain-edge-only",
-        }
-        .into()
+lab_kit::series! {
+    /// Where retries happen in the chain.
+    pub enum RetryAt {
+        /// Every hop: the caller and each service.
+        EveryLayer => "chain-every-layer",
+        /// Only the caller at the edge; services pass failures straight up.
+        EdgeOnly => "chain-edge-only",
     }
 }
 

@@ -20,37 +20,17 @@ use crate::{
     policy::{RetryPolicy, retry_after_of, send_with_retries},
 };
 
-/// The libraries compared.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Library {
-    /// This lab's `send_with_retries`.
-    Ours,
-    /// backon's `ExponentialBuilder` with jitter, retrying every error.
-    Backon,
-    /// The same, with `adjust` reading Retry-After and `when` refusing a keyless POST.
-    BackonAdjusted,
-    /// reqwest-middleware + reqwest-retry's `RetryTransientMiddleware`.
-    ReqwestRetry,
-}
-
-impl Library {
-    pub const ALL: [Library; 4] = [
-        Library::Ours,
-        Library::Backon,
-        Library::BackonAdjusted,
-        Library::ReqwestRetry,
-    ];
-}
-
-impl Series for Library {
-    fn series(&self) -> String {
-        match self {
-            Library::Ours => "lib-ours",
-            Library::Backon => "lib-backon",
-            Library::BackonAdjusted => "lib-backon-adjust",
-            Library::ReqwestRetry => "lib-reqwest-retry",
-        }
-        .into()
+lab_kit::series! {
+    /// The libraries compared.
+    pub enum Library {
+        /// This lab's `send_with_retries`.
+        Ours => "lib-ours",
+        /// backon's `ExponentialBuilder` with jitter, retrying every error.
+        Backon => "lib-backon",
+        /// The same, with `adjust` reading Retry-After and `when` refusing a keyless POST.
+        BackonAdjusted => "lib-backon-adjust",
+        /// reqwest-middleware + reqwest-retry's `RetryTransientMiddleware`.
+        ReqwestRetry => "lib-reqwest-retry",
     }
 }
 

@@ -18,7 +18,7 @@ use axum::{
     http::{HeaderMap, StatusCode},
     routing::get,
 };
-use lab_kit::{Series, server::spawn_axum};
+use lab_kit::server::spawn_axum;
 use serde::Serialize;
 use tokio::task::JoinSet;
 use tower_http::timeout::TimeoutLayer;
@@ -29,32 +29,13 @@ use crate::{
     grpc_timeout,
 };
 
-/// What part 4 compares.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ChainVariant {
-    /// Each hop has its own 30 s outbound and query timeouts.
-    FixedTimeouts,
-    /// Each hop passes `grpc-timeout` on and works within it.
-    PropagatedDeadline,
-}
-
-impl ChainVariant {
-    pub const ALL: [ChainVariant; 2] = [
-        ChainVariant::FixedTimeouts,
-        ChainVariant::PropagatedDeadline,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            ChainVariant::FixedTimeouts => "fixed-timeouts",
-            ChainVariant::PropagatedDeadline => "propagated-deadline",
-        }
-    }
-}
-
-impl Series for ChainVariant {
-    fn series(&self) -> String {
-        format!("chain/{}", self.name())
+lab_kit::series! {
+    /// What part 4 compares.
+    pub enum ChainVariant in "chain" {
+        /// Each hop has its own 30 s outbound and query timeouts.
+        FixedTimeouts => "fixed-timeouts",
+        /// Each hop passes `grpc-timeout` on and works within it.
+        PropagatedDeadline => "propagated-deadline",
     }
 }
 

@@ -23,43 +23,22 @@ use axum::{
     response::Response,
     routing::get,
 };
-use lab_kit::{Series, server::spawn_axum};
+use lab_kit::server::spawn_axum;
 use serde::Serialize;
 use tokio::task::JoinSet;
 use tower_http::trace::TraceLayer;
 
 use crate::CancellationConfig;
 
-/// The access logs part 6 compares.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AccessLog {
-    /// `TraceLayer::on_response`: called when the inner service answers.
-    TraceLayer,
-    /// A drop guard that writes 500 when no response was produced.
-    AbortAs500,
-    /// A drop guard that writes 499 when no response was produced.
-    AbortAs499,
-}
-
-impl AccessLog {
-    pub const ALL: [AccessLog; 3] = [
-        AccessLog::TraceLayer,
-        AccessLog::AbortAs500,
-        AccessLog::AbortAs499,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            AccessLog::TraceLayer => "trace-layer",
-            AccessLog::AbortAs500 => "abort-as-500",
-            AccessLog::AbortAs499 => "abort-as-499",
-        }
-    }
-}
-
-impl Series for AccessLog {
-    fn series(&self) -> String {
-        format!("count/{}", self.name())
+lab_kit::series! {
+    /// The access logs part 6 compares.
+    pub enum AccessLog in "count" {
+        /// `TraceLayer::on_response`: called when the inner service answers.
+        TraceLayer => "trace-layer",
+        /// A drop guard that writes 500 when no response was produced.
+        AbortAs500 => "abort-as-500",
+        /// A drop guard that writes 499 when no response was produced.
+        AbortAs499 => "abort-as-499",
     }
 }
 

@@ -20,56 +20,27 @@ use crate::{
     probe::CaseProbe,
 };
 
-/// How the handler runs its work.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LeaveVariant {
-    /// Awaits the downstream and the query in the handler's own future.
-    Plain,
-    /// Moves the work into `tokio::spawn` and awaits the join handle.
-    Spawn,
-    /// Runs the work on the blocking pool (`spawn_blocking` + `block_on`).
-    SpawnBlocking,
-    /// Spawns the work, but a `CancellationToken` tied to the request (a
-    /// drop guard in the handler) stops the spawned task.
-    Token,
-    /// The same, with the token also handed to the query.
-    TokenInterrupt,
-}
-
-impl LeaveVariant {
-    pub const ALL: [LeaveVariant; 5] = [
-        LeaveVariant::Plain,
-        LeaveVariant::Spawn,
-        LeaveVariant::SpawnBlocking,
-        LeaveVariant::Token,
-        LeaveVariant::TokenInterrupt,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            LeaveVariant::Plain => "plain",
-            LeaveVariant::Spawn => "spawn",
-            LeaveVariant::SpawnBlocking => "spawn-blocking",
-            LeaveVariant::Token => "token",
-            LeaveVariant::TokenInterrupt => "token-interrupt",
-        }
+lab_kit::series! {
+    /// How the handler runs its work.
+    pub enum LeaveVariant {
+        /// Awaits the downstream and the query in the handler's own future.
+        Plain => "plain",
+        /// Moves the work into `tokio::spawn` and awaits the join handle.
+        Spawn => "spawn",
+        /// Runs the work on the blocking pool (`spawn_blocking` + `block_on`).
+        SpawnBlocking => "spawn-blocking",
+        /// Spawns the work, but a `CancellationToken` tied to the request (a
+        /// drop guard in the handler) stops the spawned task.
+        Token => "token",
+        /// The same, with the token also handed to the query.
+        TokenInterrupt => "token-interrupt",
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LeaveProtocol {
-    Http1,
-    Http2,
-}
-
-impl LeaveProtocol {
-    pub const ALL: [LeaveProtocol; 2] = [LeaveProtocol::Http1, LeaveProtocol::Http2];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            LeaveProtocol::Http1 => "http1",
-            LeaveProtocol::Http2 => "http2",
-        }
+lab_kit::series! {
+    pub enum LeaveProtocol {
+        Http1 => "http1",
+        Http2 => "http2",
     }
 }
 

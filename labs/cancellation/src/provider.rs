@@ -22,46 +22,23 @@ use tokio_util::sync::CancellationToken;
 
 use crate::CancellationConfig;
 
-/// How the client times a call out.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ProviderClient {
-    /// reqwest's per-request timeout over HTTP/1.1: the request future is
-    /// dropped, and with it the connection.
-    ReqwestTimeout,
-    /// The same over HTTP/2: the stream is reset, the connection stays.
-    ReqwestTimeoutHttp2,
-    /// The request spawned and raced against a timer: on timeout the permit
-    /// goes back but the request goes on (what a timeout without an abort
-    /// signal does in Node).
-    AbandonedRace,
-    /// reqwest's timeout, HTTP/1.1, against a provider that moves its work
-    /// into `tokio::spawn`: the client stops, the provider does not (what a
-    /// Node server does, where nothing stops a handler when its socket
-    /// closes).
-    ProviderSpawns,
-}
-
-impl ProviderClient {
-    pub const ALL: [ProviderClient; 4] = [
-        ProviderClient::ReqwestTimeout,
-        ProviderClient::ReqwestTimeoutHttp2,
-        ProviderClient::AbandonedRace,
-        ProviderClient::ProviderSpawns,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            ProviderClient::ReqwestTimeout => "reqwest-timeout",
-            ProviderClient::ReqwestTimeoutHttp2 => "reqwest-timeout-http2",
-            ProviderClient::AbandonedRace => "abandoned-race",
-            ProviderClient::ProviderSpawns => "provider-spawns",
-        }
-    }
-}
-
-impl Series for ProviderClient {
-    fn series(&self) -> String {
-        format!("provider/{}", self.name())
+lab_kit::series! {
+    /// How the client times a call out.
+    pub enum ProviderClient in "provider" {
+        /// reqwest's per-request timeout over HTTP/1.1: the request future is
+        /// dropped, and with it the connection.
+        ReqwestTimeout => "reqwest-timeout",
+        /// The same over HTTP/2: the stream is reset, the connection stays.
+        ReqwestTimeoutHttp2 => "reqwest-timeout-http2",
+        /// The request spawned and raced against a timer: on timeout the permit
+        /// goes back but the request goes on (what a timeout without an abort
+        /// signal does in Node).
+        AbandonedRace => "abandoned-race",
+        /// reqwest's timeout, HTTP/1.1, against a provider that moves its work
+        /// into `tokio::spawn`: the client stops, the provider does not (what a
+        /// Node server does, where nothing stops a handler when its socket
+        /// closes).
+        ProviderSpawns => "provider-spawns",
     }
 }
 

@@ -7,7 +7,7 @@ use std::{sync::Arc, time::Duration};
 
 use anyhow::{Context, Result};
 use axum::{Router, extract::State, http::StatusCode, routing::get};
-use lab_kit::{Series, server::spawn_axum};
+use lab_kit::server::spawn_axum;
 use serde::Serialize;
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
@@ -24,38 +24,17 @@ use crate::{
     probe::CaseProbe,
 };
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RouteTimeout {
-    /// The work in `tokio::spawn`, raced against a timer; the timer's side
-    /// answers 503 and walks away from the task.
-    SpawnedRace,
-    /// `tower_http::timeout::TimeoutLayer` (503) around a handler that
-    /// awaits its work in place.
-    TowerLayer,
-    /// The same layer, and a token dropped with the handler that the query
-    /// watches.
-    TowerLayerToken,
-}
-
-impl RouteTimeout {
-    pub const ALL: [RouteTimeout; 3] = [
-        RouteTimeout::SpawnedRace,
-        RouteTimeout::TowerLayer,
-        RouteTimeout::TowerLayerToken,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            RouteTimeout::SpawnedRace => "spawned-race",
-            RouteTimeout::TowerLayer => "tower-timeout",
-            RouteTimeout::TowerLayerToken => "tower-timeout-token",
-        }
-    }
-}
-
-impl Series for RouteTimeout {
-    fn series(&self) -> String {
-        format!("route/{}", self.name())
+lab_kit::series! {
+    pub enum RouteTimeout in "route" {
+        /// The work in `tokio::spawn`, raced against a timer; the timer's side
+        /// answers 503 and walks away from the task.
+        SpawnedRace => "spawned-race",
+        /// `tower_http::timeout::TimeoutLayer` (503) around a handler that
+        /// awaits its work in place.
+        TowerLayer => "tower-timeout",
+        /// The same layer, and a token dropped with the handler that the query
+        /// watches.
+        TowerLayerToken => "tower-timeout-token",
     }
 }
 

@@ -26,32 +26,11 @@ use crate::{
     db::{QueryEnd, QueryStop, SlowDatabase},
 };
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SpiralVariant {
-    LongQueryTimeout,
-    QueryTimeoutBelowDeadline,
-    Propagated,
-}
-
-impl SpiralVariant {
-    pub const ALL: [SpiralVariant; 3] = [
-        SpiralVariant::LongQueryTimeout,
-        SpiralVariant::QueryTimeoutBelowDeadline,
-        SpiralVariant::Propagated,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            SpiralVariant::LongQueryTimeout => "long-query-timeout",
-            SpiralVariant::QueryTimeoutBelowDeadline => "query-timeout-below-deadline",
-            SpiralVariant::Propagated => "propagated",
-        }
-    }
-}
-
-impl Series for SpiralVariant {
-    fn series(&self) -> String {
-        format!("spiral/{}", self.name())
+lab_kit::series! {
+    pub enum SpiralVariant in "spiral" {
+        LongQueryTimeout => "long-query-timeout",
+        QueryTimeoutBelowDeadline => "query-timeout-below-deadline",
+        Propagated => "propagated",
     }
 }
 

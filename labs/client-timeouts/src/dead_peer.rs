@@ -29,36 +29,13 @@ use crate::{
     millis,
 };
 
-/// How a client watches its idle connection.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Watcher {
-    TcpKeepalive,
-    Http2Ping,
-    PoolIdle,
-    Defaults,
-}
-
-impl Watcher {
-    pub const ALL: [Watcher; 4] = [
-        Watcher::TcpKeepalive,
-        Watcher::Http2Ping,
-        Watcher::PoolIdle,
-        Watcher::Defaults,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Watcher::TcpKeepalive => "tcp-keepalive",
-            Watcher::Http2Ping => "http2-ping",
-            Watcher::PoolIdle => "pool-idle-timeout",
-            Watcher::Defaults => "defaults",
-        }
-    }
-}
-
-impl Series for Watcher {
-    fn series(&self) -> String {
-        format!("dead-peer/{}", self.name())
+lab_kit::series! {
+    /// How a client watches its idle connection.
+    pub enum Watcher in "dead-peer" {
+        TcpKeepalive => "tcp-keepalive",
+        Http2Ping => "http2-ping",
+        PoolIdle => "pool-idle-timeout",
+        Defaults => "defaults",
     }
 }
 

@@ -23,50 +23,28 @@ use tokio::{
     net::{TcpSocket, TcpStream},
 };
 
-/// How a downstream fails.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Shape {
-    /// Its accept queue is full, so the kernel drops the client's SYN: the
-    /// connect itself hangs (what a firewall that drops packets looks like).
-    NoHandshake,
-    /// Nothing listens on the port: the kernel answers the SYN with a reset.
-    Refuses,
-    /// Accepts the connection and never reads from it.
-    NeverReads,
-    /// Reads the whole request and never answers.
-    Silent,
-    /// Sends the response head, then stalls before the body.
-    StallsBody,
-    /// Sends the body one byte at a time, each just within any idle timeout.
-    Trickles,
-    /// Answers at once.
-    Normal,
+lab_kit::series! {
+    /// How a downstream fails.
+    pub enum Shape {
+        /// Its accept queue is full, so the kernel drops the client's SYN: the
+        /// connect itself hangs (what a firewall that drops packets looks like).
+        NoHandshake => "no-handshake",
+        /// Nothing listens on the port: the kernel answers the SYN with a reset.
+        Refuses => "refuses",
+        /// Accepts the connection and never reads from it.
+        NeverReads => "never-reads",
+        /// Reads the whole request and never answers.
+        Silent => "silent",
+        /// Sends the response head, then stalls before the body.
+        StallsBody => "stalls-body",
+        /// Sends the body one byte at a time, each just within any idle timeout.
+        Trickles => "trickles",
+        /// Answers at once.
+        Normal => "normal",
+    }
 }
 
 impl Shape {
-    pub const ALL: [Shape; 7] = [
-        Shape::NoHandshake,
-        Shape::Refuses,
-        Shape::NeverReads,
-        Shape::Silent,
-        Shape::StallsBody,
-        Shape::Trickles,
-        Shape::Normal,
-    ];
-
-    /// The name in the data file.
-    pub fn name(self) -> &'static str {
-        match self {
-            Shape::NoHandshake => "no-handshake",
-            Shape::Refuses => "refuses",
-            Shape::NeverReads => "never-reads",
-            Shape::Silent => "silent",
-            Shape::StallsBody => "stalls-body",
-            Shape::Trickles => "trickles",
-            Shape::Normal => "normal",
-        }
-    }
-
     /// The shape's row on the grid chart (see `charts.toml`).
     pub fn row(self) -> usize {
         Shape::ALL

@@ -18,33 +18,14 @@ use crate::{
     two_phase::TwoPhaseError,
 };
 
-/// The client settings the grid compares.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Setting {
-    NoTimeout,
-    ConnectTimeout,
-    ReadTimeout,
-    TotalTimeout,
-    TwoPhase,
-}
-
-impl Setting {
-    pub const ALL: [Setting; 5] = [
-        Setting::NoTimeout,
-        Setting::ConnectTimeout,
-        Setting::ReadTimeout,
-        Setting::TotalTimeout,
-        Setting::TwoPhase,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Setting::NoTimeout => "no-timeout",
-            Setting::ConnectTimeout => "connect_timeout",
-            Setting::ReadTimeout => "read_timeout",
-            Setting::TotalTimeout => "timeout",
-            Setting::TwoPhase => "two-phase",
-        }
+lab_kit::series! {
+    /// The client settings the grid compares.
+    pub enum Setting {
+        NoTimeout => "no-timeout",
+        ConnectTimeout => "connect_timeout",
+        ReadTimeout => "read_timeout",
+        TotalTimeout => "timeout",
+        TwoPhase => "two-phase",
     }
 }
 

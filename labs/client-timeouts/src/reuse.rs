@@ -32,23 +32,12 @@ use crate::{
     two_phase::TwoPhaseError,
 };
 
-/// The timeout policies of the check.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Policy {
-    NoTimeout,
-    ConnectArmed,
-    TwoPhase,
-}
-
-impl Policy {
-    pub const ALL: [Policy; 3] = [Policy::NoTimeout, Policy::ConnectArmed, Policy::TwoPhase];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Policy::NoTimeout => "no-timeout",
-            Policy::ConnectArmed => "timer-on-connect",
-            Policy::TwoPhase => "two-phase",
-        }
+lab_kit::series! {
+    /// The timeout policies of the check.
+    pub enum Policy {
+        NoTimeout => "no-timeout",
+        ConnectArmed => "timer-on-connect",
+        TwoPhase => "two-phase",
     }
 }
 

@@ -62,41 +62,19 @@ impl ReuseConfig {
     }
 }
 
-/// The client setups the lab compares.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Setup {
-    /// A new `reqwest::Client` for every request: a new pool every time.
-    ClientPerRequest,
-    /// One `Client`, shared: what reqwest's docs ask for.
-    SharedPool,
-    /// One shared `Client` that keeps no idle connection.
-    NoIdlePool,
-    /// One shared `Client`, but the caller drops each body unread.
-    UnreadBody,
-    /// One shared `Client` speaking HTTP/2 over cleartext (prior knowledge).
-    Http2,
-}
-
-impl Setup {
-    pub const ALL: [Setup; 5] = [
-        Setup::ClientPerRequest,
-        Setup::SharedPool,
-        Setup::NoIdlePool,
-        Setup::UnreadBody,
-        Setup::Http2,
-    ];
-}
-
-impl Series for Setup {
-    fn series(&self) -> String {
-        match self {
-            Setup::ClientPerRequest => "client-per-request",
-            Setup::SharedPool => "shared-pool",
-            Setup::NoIdlePool => "no-idle-pool",
-            Setup::UnreadBody => "unread-body",
-            Setup::Http2 => "http2",
-        }
-        .into()
+lab_kit::series! {
+    /// The client setups the lab compares.
+    pub enum Setup {
+        /// A new `reqwest::Client` for every request: a new pool every time.
+        ClientPerRequest => "client-per-request",
+        /// One `Client`, shared: what reqwest's docs ask for.
+        SharedPool => "shared-pool",
+        /// One shared `Client` that keeps no idle connection.
+        NoIdlePool => "no-idle-pool",
+        /// One shared `Client`, but the caller drops each body unread.
+        UnreadBody => "unread-body",
+        /// One shared `Client` speaking HTTP/2 over cleartext (prior knowledge).
+        Http2 => "http2",
     }
 }
 

@@ -19,7 +19,7 @@ pub mod kubelet;
 pub mod slow_dependency;
 
 use anyhow::{Context, Result};
-use lab_kit::{Meta, Mode, Output, Series};
+use lab_kit::{Meta, Mode, Output};
 use serde::Serialize;
 
 /// The lab's slug: its folder, chapter, data file and charts.
@@ -60,26 +60,13 @@ pub mod production {
     const _: () = assert!(SLOW_FROM_MS < SLOW_UNTIL_MS && SLOW_UNTIL_MS < DURATION_MS);
 }
 
-/// What a liveness probe checks: the comparison of both experiments.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LivenessCheck {
-    /// The probe's endpoint queries the database (the dependency).
-    Database,
-    /// The probe's endpoint answers from the process.
-    Process,
-}
-
-impl LivenessCheck {
-    pub const ALL: [LivenessCheck; 2] = [LivenessCheck::Database, LivenessCheck::Process];
-}
-
-impl Series for LivenessCheck {
-    fn series(&self) -> String {
-        match self {
-            LivenessCheck::Database => "liveness-checks-db",
-            LivenessCheck::Process => "liveness-checks-process",
-        }
-        .to_string()
+lab_kit::series! {
+    /// What a liveness probe checks: the comparison of both experiments.
+    pub enum LivenessCheck {
+        /// The probe's endpoint queries the database (the dependency).
+        Database => "liveness-checks-db",
+        /// The probe's endpoint answers from the process.
+        Process => "liveness-checks-process",
     }
 }
 

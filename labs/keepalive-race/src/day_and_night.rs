@@ -21,13 +21,14 @@ use crate::{
     wire::Wire,
 };
 
-/// The two backends of the day-and-night experiment.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Case {
-    /// Backend idle timeout below the balancer's: the backend closes first.
-    BackendBelow,
-    /// Backend idle timeout above the balancer's: the balancer closes first.
-    BackendAbove,
+lab_kit::series! {
+    /// The two backends of the day-and-night experiment.
+    pub enum Case in "day-night" {
+        /// Backend idle timeout below the balancer's: the backend closes first.
+        BackendBelow => "backend-below",
+        /// Backend idle timeout above the balancer's: the balancer closes first.
+        BackendAbove => "backend-above",
+    }
 }
 
 impl Case {
@@ -37,16 +38,6 @@ impl Case {
             Case::BackendBelow => config.backend_below_idle_s,
             Case::BackendAbove => config.backend_above_idle_s,
         }
-    }
-}
-
-impl Series for Case {
-    fn series(&self) -> String {
-        match self {
-            Case::BackendBelow => "day-night/backend-below",
-            Case::BackendAbove => "day-night/backend-above",
-        }
-        .to_string()
     }
 }
 

@@ -47,22 +47,13 @@ async fn reqwest_after(url: String, gap: Duration) -> Result<Option<String>> {
     })
 }
 
-/// How the reqwest client reaches the backend.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ReqwestPath {
-    /// Straight to the backend on loopback: a FIN arrives in microseconds.
-    Direct,
-    /// Through the link-delay shim: a FIN takes one link delay to arrive.
-    LinkDelay,
-}
-
-impl Series for ReqwestPath {
-    fn series(&self) -> String {
-        match self {
-            ReqwestPath::Direct => "reqwest/direct",
-            ReqwestPath::LinkDelay => "reqwest/link-delay",
-        }
-        .to_string()
+lab_kit::series! {
+    /// How the reqwest client reaches the backend.
+    pub enum ReqwestPath in "reqwest" {
+        /// Straight to the backend on loopback: a FIN arrives in microseconds.
+        Direct => "direct",
+        /// Through the link-delay shim: a FIN takes one link delay to arrive.
+        LinkDelay => "link-delay",
     }
 }
 

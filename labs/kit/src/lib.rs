@@ -25,6 +25,7 @@ pub mod net;
 pub mod process;
 pub mod procnet;
 pub mod record;
+pub mod series;
 #[cfg(feature = "runtime")]
 pub mod server;
 pub mod stats;

@@ -15,33 +15,26 @@ use std::{
 };
 
 use anyhow::{Context, Result, bail};
-use lab_kit::Series;
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
     net::TcpStream,
 };
 
-/// What a client does to the server before it stalls.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StalledClient {
-    /// One request, answered; then nothing.
-    Idle,
-    /// Half a request head, then nothing (slowloris).
-    HalfHeader,
-    /// A complete head announcing 100 body bytes, 3 of them, then nothing.
-    StalledBody,
-    /// A request whose handler never finishes.
-    HungHandler,
+lab_kit::series! {
+    /// What a client does to the server before it stalls.
+    pub enum StalledClient {
+        /// One request, answered; then nothing.
+        Idle => "idle",
+        /// Half a request head, then nothing (slowloris).
+        HalfHeader => "half-header",
+        /// A complete head announcing 100 body bytes, 3 of them, then nothing.
+        StalledBody => "stalled-body",
+        /// A request whose handler never finishes.
+        HungHandler => "hung-handler",
+    }
 }
 
 impl StalledClient {
-    pub const ALL: [StalledClient; 4] = [
-        StalledClient::Idle,
-        StalledClient::HalfHeader,
-        StalledClient::StalledBody,
-        StalledClient::HungHandler,
-    ];
-
     /// Its row in the lab's chart, top to bottom in the order of a request.
     pub fn row(self) -> u8 {
         match self {
@@ -50,18 +43,6 @@ impl StalledClient {
             StalledClient::StalledBody => 2,
             StalledClient::HungHandler => 3,
         }
-    }
-}
-
-impl Series for StalledClient {
-    fn series(&self) -> String {
-        match self {
-            StalledClient::Idle => "idle",
-            StalledClient::HalfHeader => "half-header",
-            StalledClient::StalledBody => "stalled-body",
-            StalledClient::HungHandler => "hung-handler",
-        }
-        .to_string()
     }
 }
 

@@ -10,7 +10,6 @@ use std::{
 
 use anyhow::{Context, Result, bail};
 use lab_kit::{
-    Series,
     child::{ChildGuard, Ended},
     clock::monotonic_ms,
     net::AbortOnDrop,
@@ -27,27 +26,21 @@ use crate::{
     timeline::{self, Deploy},
 };
 
-/// The four deploys the lab compares.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DeployCase {
-    /// No SIGTERM handler.
-    ExitAtOnce,
-    /// `with_graceful_shutdown` alone.
-    GracefulOnly,
-    /// The full sequence.
-    Full,
-    /// The full sequence, and one stream client that ignores `goaway`.
-    FullStuckStream,
+lab_kit::series! {
+    /// The four deploys the lab compares.
+    pub enum DeployCase {
+        /// No SIGTERM handler.
+        ExitAtOnce => "exit-at-once",
+        /// `with_graceful_shutdown` alone.
+        GracefulOnly => "graceful-only",
+        /// The full sequence.
+        Full => "full",
+        /// The full sequence, and one stream client that ignores `goaway`.
+        FullStuckStream => "full-stuck-stream",
+    }
 }
 
 impl DeployCase {
-    pub const ALL: [DeployCase; 4] = [
-        DeployCase::ExitAtOnce,
-        DeployCase::GracefulOnly,
-        DeployCase::Full,
-        DeployCase::FullStuckStream,
-    ];
-
     /// How the server being deployed handles SIGTERM.
     pub fn style(self) -> ShutdownStyle {
         match self {
@@ -55,18 +48,6 @@ impl DeployCase {
             DeployCase::GracefulOnly => ShutdownStyle::GracefulOnly,
             DeployCase::Full | DeployCase::FullStuckStream => ShutdownStyle::Full,
         }
-    }
-}
-
-impl Series for DeployCase {
-    fn series(&self) -> String {
-        match self {
-            DeployCase::ExitAtOnce => "exit-at-once",
-            DeployCase::GracefulOnly => "graceful-only",
-            DeployCase::Full => "full",
-            DeployCase::FullStuckStream => "full-stuck-stream",
-        }
-        .to_string()
     }
 }
 

@@ -13,7 +13,6 @@ use std::{
 use anyhow::{Context, Result, bail};
 use axum::Router;
 use lab_kit::{
-    Series,
     flags::Flags,
     net::{AbortOnDrop, bind_loopback},
 };
@@ -29,47 +28,28 @@ use crate::{
     events::EventLog,
 };
 
-/// How the server reacts to SIGTERM.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ShutdownStyle {
-    /// No handler: SIGTERM's default action ends the process on the spot.
-    ExitAtOnce,
-    /// `axum::serve(..).with_graceful_shutdown(sigterm)` and nothing else.
-    GracefulOnly,
-    /// Readiness first, a wait, stop accepting, drain, tell streams to end,
-    /// close the database, exit 0; a hard deadline exits 1.
-    Full,
-    /// Catches SIGTERM and does nothing: a test fixture for the probe.
-    IgnoreSigterm,
+lab_kit::series! {
+    /// How the server reacts to SIGTERM.
+    pub enum ShutdownStyle in "probe" {
+        /// No handler: SIGTERM's default action ends the process on the spot.
+        ExitAtOnce => "exit-at-once",
+        /// `axum::serve(..).with_graceful_shutdown(sigterm)` and nothing else.
+        GracefulOnly => "graceful-only",
+        /// Readiness first, a wait, stop accepting, drain, tell streams to end,
+        /// close the database, exit 0; a hard deadline exits 1.
+        Full => "full",
+        /// Catches SIGTERM and does nothing: a test fixture for the probe.
+        IgnoreSigterm => "ignore-sigterm",
+    }
 }
 
 impl ShutdownStyle {
-    pub fn name(self) -> &'static str {
-        match self {
-            ShutdownStyle::ExitAtOnce => "exit-at-once",
-            ShutdownStyle::GracefulOnly => "graceful-only",
-            ShutdownStyle::Full => "full",
-            ShutdownStyle::IgnoreSigterm => "ignore-sigterm",
-        }
-    }
-
     pub fn parse(text: &str) -> Result<ShutdownStyle> {
-        Ok(match text {
-            "exit-at-once" => ShutdownStyle::ExitAtOnce,
-            "graceful-only" => ShutdownStyle::GracefulOnly,
-            "full" => ShutdownStyle::Full,
-            "ignore-sigterm" => ShutdownStyle::IgnoreSigterm,
-            other => bail!(
-                "unknown shutdown style {other:?} (exit-at-once, graceful-only, full, ignore-sigterm)"
-            ),
-        })
-    }
-}
-
-/// The probe's series on the lab's own server: `probe/<style>`.
-impl Series for ShutdownStyle {
-    fn series(&self) -> String {
-        format!("probe/{}", self.name())
+        let Some(style) = ShutdownStyle::named(text) else {
+            let names: Vec<&str> = ShutdownStyle::ALL.map(ShutdownStyle::name).to_vec();
+            bail!("unknown shutdown style {text:?} ({})", names.join(", "));
+        };
+        Ok(style)
     }
 }
 
