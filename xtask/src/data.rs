@@ -71,8 +71,8 @@ impl RunData {
                 self.meta.mode
             );
         }
-        let date = self.meta.started.get(..10).unwrap_or(&self.meta.started);
-        let scale = if (self.meta.time_scale - 1.0).abs() < f64::EPSILON {
+        let real_time = clock == Clock::RealTime;
+        let scale = if real_time || (self.meta.time_scale - 1.0).abs() < f64::EPSILON {
             String::from("real time")
         } else {
             format!(
@@ -89,12 +89,15 @@ impl RunData {
 }
 
 /// What clock the numbers of a chart or table ran on: the lab's real (maybe
-/// compressed) clock, or a seeded simulation's own.
+/// compressed) clock, the machine's clock uncompressed (a part of a lab that
+/// runs in real time whatever the lab's time scale), or a seeded
+/// simulation's own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "kebab-case")]
 pub enum Clock {
     #[default]
     Measured,
+    RealTime,
     Simulated,
 }
 
@@ -131,6 +134,10 @@ mod tests {
         assert_eq!(
             run.caption_for(Clock::Measured),
             "quick mode, time compressed 50x, 2026-11-29, Test CPU (2 cores), Linux 6.1"
+        );
+        assert_eq!(
+            run.caption_for(Clock::RealTime),
+            "quick mode, real time, 2026-11-29, Test CPU (2 cores), Linux 6.1"
         );
         assert_eq!(
             run.caption_for(Clock::Simulated),

@@ -13,6 +13,7 @@ pub mod cli;
 pub mod client;
 pub mod clock;
 pub mod flags;
+pub mod gauge;
 #[cfg(feature = "runtime")]
 pub mod listener;
 // Compiled into the build script; here only for its tests.

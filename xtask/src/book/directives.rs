@@ -70,15 +70,19 @@ fn expand_one(directive: &str, to_root: &str, lab_data: &LabData) -> Result<Stri
             let kind: PointKind = words.next().context("missing record kind")?.parse()?;
             let fields: Vec<&str> = words.next().context("missing fields")?.split(',').collect();
             // Optional, in any order: the series list, and `clock=simulated`
-            // for a table of a seeded simulation (its caption then says so).
+            // for a table of a seeded simulation (its caption then says so), or
+            // `clock=real-time` for a part that ran uncompressed.
             let mut series: Vec<&str> = Vec::new();
             let mut clock = Clock::Measured;
             for word in words {
                 match word.strip_prefix("clock=") {
                     Some("simulated") => clock = Clock::Simulated,
                     Some("measured") => clock = Clock::Measured,
+                    Some("real-time") => clock = Clock::RealTime,
                     Some(other) => {
-                        bail!("clock={other}: expected clock=simulated or clock=measured")
+                        bail!(
+                            "clock={other}: expected clock=measured, clock=real-time or clock=simulated"
+                        )
                     }
                     None if series.is_empty() => series = word.split(',').collect(),
                     None => bail!("too many words"),
@@ -284,7 +288,8 @@ mod tests {
         let wrong =
             expand("{{#table demo summary n a/b clock=fast}}", "", &lab_data()).unwrap_err();
         assert!(
-            format!("{wrong:#}").contains("expected clock=simulated"),
+            format!("{wrong:#}")
+                .contains("expected clock=measured, clock=real-time or clock=simulated"),
             "{wrong:#}"
         );
     }

@@ -1,0 +1,148 @@
+//! Overload: what a slow dependency does to the calls that share its slots
+//! (bulkheads), what a server should do with more work than it can finish
+//! (load shedding), and how retries keep a dependency down after the cause of
+//! its outage has gone (the storm).
+//!
+//! One module per experiment; every server is real, on 127.0.0.1 with a port
+//! the kernel picks, on a clock compressed by `OverloadConfig::time_scale`.
+
+pub mod arrivals;
+pub mod bulkhead;
+pub mod dependency;
+pub mod shedding;
+pub mod storm;
+
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use lab_kit::{Meta, Mode, Output, stats::LatencySummary};
+use serde::Serialize;
+
+/// The lab's slug: its folder, chapter, data file and charts.
+pub const SLUG: &str = "overload";
+
+/// What one run measures. Every `_s` and `_ms` field is production time; the
+/// lab runs it divided by `time_scale`, and so multiplies every rate by it.
+#[derive(Debug, Clone, Serialize)]
+pub struct OverloadConfig {
+    /// How much faster than production the lab's clock runs in parts 1 and
+    /// 2, and in the storm (whose request rates are the highest, so it runs
+    /// closest to real time).
+    pub time_scale: f64,
+    pub storm_time_scale: f64,
+    /// Part 1: users per second for each provider, for `bulkhead_duration_s`;
+    /// the flaky provider hangs for `bulkhead_hang_s` between the two marks.
+    pub bulkhead_rate_per_s: f64,
+    pub bulkhead_duration_s: f64,
+    pub bulkhead_service_ms: f64,
+    pub bulkhead_hang_s: f64,
+    pub bulkhead_slow_from_s: f64,
+    pub bulkhead_slow_until_s: f64,
+    /// The service's timeout for one call, and the user's whole budget
+    /// (waiting for a slot included).
+    pub bulkhead_call_timeout_s: f64,
+    pub bulkhead_deadline_s: f64,
+    /// The slots: per provider, and shared by both.
+    pub bulkhead_per_provider: usize,
+    pub bulkhead_shared: usize,
+    /// Part 2: a server of `shedding_workers` workers at `shedding_service_ms`
+    /// a request, offered these multiples of its capacity, each for
+    /// `shedding_point_s`; clients give up after `shedding_client_timeout_s`.
+    pub shedding_workers: usize,
+    pub shedding_service_ms: f64,
+    pub shedding_loads: Vec<f64>,
+    pub shedding_point_s: f64,
+    pub shedding_client_timeout_s: f64,
+    /// Part 3: a dependency of `storm_workers` at `storm_service_ms` (and
+    /// `storm_slow_service_ms` during the outage), first tries at
+    /// `storm_rate_per_s`, each attempt timed out after `storm_attempt_timeout_ms`,
+    /// up to `storm_retries` retries.
+    pub storm_workers: usize,
+    pub storm_service_ms: f64,
+    pub storm_slow_service_ms: f64,
+    pub storm_outage_from_s: f64,
+    pub storm_outage_until_s: f64,
+    pub storm_duration_s: f64,
+    pub storm_rate_per_s: f64,
+    pub storm_attempt_timeout_ms: f64,
+    pub storm_retries: u32,
+    /// The server that sheds lets this many wait for a worker.
+    pub storm_queue_limit: usize,
+    pub storm_bucket_s: f64,
+    pub seed: u64,
+}
+
+impl OverloadConfig {
+    pub fn for_mode(mode: Mode) -> OverloadConfig {
+        let (time_scale, shedding_point_s, storm_duration_s) = match mode {
+            Mode::Quick => (4.0, 6.0, 12.0),
+            Mode::Full => (1.0, 20.0, 40.0),
+        };
+        OverloadConfig {
+            time_scale,
+            storm_time_scale: 1.0,
+            bulkhead_rate_per_s: 20.0,
+            bulkhead_duration_s: 12.0,
+            bulkhead_service_ms: 50.0,
+            bulkhead_hang_s: 5.0,
+            bulkhead_slow_from_s: 2.0,
+            bulkhead_slow_until_s: 10.0,
+            bulkhead_call_timeout_s: 1.0,
+            bulkhead_deadline_s: 2.0,
+            bulkhead_per_provider: 5,
+            bulkhead_shared: 10,
+            shedding_workers: 2,
+            shedding_service_ms: 100.0,
+            shedding_loads: vec![0.5, 1.0, 1.5, 2.0, 3.0],
+            shedding_point_s,
+            shedding_client_timeout_s: 1.0,
+            storm_workers: 10,
+            storm_service_ms: 100.0,
+            storm_slow_service_ms: 1000.0,
+            storm_outage_from_s: 2.0,
+            storm_outage_until_s: 4.0,
+            storm_duration_s,
+            storm_rate_per_s: 60.0,
+            storm_attempt_timeout_ms: 500.0,
+            storm_retries: 3,
+            storm_queue_limit: 10,
+            storm_bucket_s: 0.5,
+            seed: 2015,
+        }
+    }
+}
+
+/// A production duration on a compressed clock.
+pub fn on_lab_clock(production_s: f64, time_scale: f64) -> Duration {
+    Duration::from_secs_f64(production_s / time_scale)
+}
+
+/// A latency summary measured on a compressed clock, in production ms.
+pub fn in_production(summary: LatencySummary, time_scale: f64) -> LatencySummary {
+    LatencySummary {
+        count: summary.count,
+        p50_ms: summary.p50_ms * time_scale,
+        p99_ms: summary.p99_ms * time_scale,
+        max_ms: summary.max_ms * time_scale,
+        mean_ms: summary.mean_ms * time_scale,
+    }
+}
+
+/// The whole lab, as records on `out`.
+pub async fn run(mode: Mode, config: &OverloadConfig, out: &mut Output) -> Result<()> {
+    out.meta(Meta::describe(SLUG, mode, config.time_scale, config)?)?;
+    eprintln!("overload: bulkheads (5 setups, side by side)");
+    for (setup, outcome) in bulkhead::run_bulkheads(config).await.context("bulkheads")? {
+        out.summary_of(&lab_kit::Series::series(&setup), &outcome)?;
+    }
+    eprintln!(
+        "overload: load shedding ({} loads x 4 servers)",
+        config.shedding_loads.len()
+    );
+    shedding::run_shedding(config, out)
+        .await
+        .context("load shedding")?;
+    eprintln!("overload: the retry storm (5 clients, side by side)");
+    storm::run_storm(config, out).await.context("the storm")?;
+    Ok(())
+}
