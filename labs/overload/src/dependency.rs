@@ -57,6 +57,9 @@ pub struct DependencyStats {
     pub served: Arc<AtomicU64>,
     /// Requests refused with 503 because the queue was full.
     pub shed: Arc<AtomicU64>,
+    /// Requests that arrived, and those that arrived during the slow spell.
+    pub arrived: Arc<AtomicU64>,
+    pub arrived_in_spell: Arc<AtomicU64>,
 }
 
 struct DependencyState {
@@ -64,6 +67,13 @@ struct DependencyState {
     epoch: Instant,
     workers: Arc<Semaphore>,
     stats: DependencyStats,
+}
+
+impl DependencyState {
+    fn in_spell(&self) -> bool {
+        let since_epoch = self.epoch.elapsed();
+        since_epoch >= self.config.slow_from && since_epoch < self.config.slow_until
+    }
 }
 
 /// A running dependency; dropping it stops the server and its queued work.
@@ -114,6 +124,10 @@ impl Drop for Dependency {
 // ANCHOR: dependency
 async fn work(State(state): State<Arc<DependencyState>>) -> Response {
     let stats = &state.stats;
+    stats.arrived.fetch_add(1, Ordering::Relaxed);
+    if state.in_spell() {
+        stats.arrived_in_spell.fetch_add(1, Ordering::Relaxed);
+    }
     if let Some(limit) = state.config.queue_limit
         && state.workers.available_permits() == 0
         && stats.waiting.now() >= limit as u64

@@ -7,8 +7,10 @@
 //! the kernel picks, on a clock compressed by `OverloadConfig::time_scale`.
 
 pub mod arrivals;
+pub mod breakers;
 pub mod bulkhead;
 pub mod dependency;
+pub mod guard;
 pub mod shedding;
 pub mod storm;
 
@@ -53,7 +55,7 @@ pub struct OverloadConfig {
     pub shedding_loads: Vec<f64>,
     pub shedding_point_s: f64,
     pub shedding_client_timeout_s: f64,
-    /// Part 3: a dependency of `storm_workers` at `storm_service_ms` (and
+    /// Part 4: a dependency of `storm_workers` at `storm_service_ms` (and
     /// `storm_slow_service_ms` during the outage), first tries at
     /// `storm_rate_per_s`, each attempt timed out after `storm_attempt_timeout_ms`,
     /// up to `storm_retries` retries.
@@ -66,6 +68,16 @@ pub struct OverloadConfig {
     pub storm_rate_per_s: f64,
     pub storm_attempt_timeout_ms: f64,
     pub storm_retries: u32,
+    /// Part 3: users per second for `breaker_duration_s`; the provider hangs
+    /// (for `bulkhead_hang_s`) between the two marks; each attempt times out
+    /// after `breaker_attempt_timeout_ms`, and a user retries up to
+    /// `breaker_retries` times.
+    pub breaker_rate_per_s: f64,
+    pub breaker_duration_s: f64,
+    pub breaker_fails_from_s: f64,
+    pub breaker_fails_until_s: f64,
+    pub breaker_attempt_timeout_ms: f64,
+    pub breaker_retries: u32,
     /// The server that sheds lets this many wait for a worker.
     pub storm_queue_limit: usize,
     pub storm_bucket_s: f64,
@@ -96,6 +108,12 @@ impl OverloadConfig {
             shedding_loads: vec![0.5, 1.0, 1.5, 2.0, 3.0],
             shedding_point_s,
             shedding_client_timeout_s: 1.0,
+            breaker_rate_per_s: 40.0,
+            breaker_duration_s: 10.0,
+            breaker_fails_from_s: 2.0,
+            breaker_fails_until_s: 6.0,
+            breaker_attempt_timeout_ms: 300.0,
+            breaker_retries: 2,
             storm_workers: 10,
             storm_service_ms: 100.0,
             storm_slow_service_ms: 1000.0,
@@ -142,6 +160,13 @@ pub async fn run(mode: Mode, config: &OverloadConfig, out: &mut Output) -> Resul
     shedding::run_shedding(config, out)
         .await
         .context("load shedding")?;
+    eprintln!("overload: circuit breakers (3 breakers x 2 layerings and none, side by side)");
+    for (setup, outcome) in breakers::run_breakers(config)
+        .await
+        .context("circuit breakers")?
+    {
+        out.summary_of(&lab_kit::Series::series(&setup), &outcome)?;
+    }
     eprintln!("overload: the retry storm (5 clients, side by side)");
     storm::run_storm(config, out).await.context("the storm")?;
     Ok(())

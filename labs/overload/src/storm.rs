@@ -1,4 +1,4 @@
-//! Part 3, the storm that outlives its cause: a dependency with finite
+//! Part 4, the storm that outlives its cause: a dependency with finite
 //! capacity turns slow for two seconds. Its callers time out and retry; if
 //! every failure brings more attempts than the dependency can serve, the
 //! queue never drains, every answer comes too late, and the outage goes on
@@ -120,18 +120,28 @@ impl Timeline {
 /// `max_tokens`), each retry spends one. However bad things get, retries add
 /// at most `per_first_try` to the load (gRPC's retry throttling and
 /// Finagle's budget work the same way).
-struct RetryBudget {
+#[derive(Debug, Clone)]
+pub struct RetryBudget {
     tokens: f64,
     max_tokens: f64,
     per_first_try: f64,
 }
 
 impl RetryBudget {
-    fn earn(&mut self) {
+    /// A full budget.
+    pub fn new(max_tokens: f64, per_first_try: f64) -> RetryBudget {
+        RetryBudget {
+            tokens: max_tokens,
+            max_tokens,
+            per_first_try,
+        }
+    }
+
+    pub fn earn(&mut self) {
         self.tokens = (self.tokens + self.per_first_try).min(self.max_tokens);
     }
 
-    fn try_spend(&mut self) -> bool {
+    pub fn try_spend(&mut self) -> bool {
         if self.tokens >= 1.0 {
             self.tokens -= 1.0;
             true
@@ -291,11 +301,7 @@ async fn storm_case(
             goodput: zeros(),
             epoch,
         },
-        budget: Mutex::new(RetryBudget {
-            tokens: 10.0,
-            max_tokens: 10.0,
-            per_first_try: 0.1,
-        }),
+        budget: Mutex::new(RetryBudget::new(10.0, 0.1)),
         breaker: Mutex::new(Breaker::new(storm_breaker())),
         attempts: AtomicU64::new(0),
     });
