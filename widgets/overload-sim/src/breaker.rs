@@ -215,7 +215,11 @@ mod tests {
         assert!(call(&mut breaker, 0, false));
         assert!(call(&mut breaker, 1, true));
         assert!(call(&mut breaker, 2, true));
-        assert_eq!(breaker.state(3), BreakerState::Closed, "3 calls: no verdict");
+        assert_eq!(
+            breaker.state(3),
+            BreakerState::Closed,
+            "3 calls: no verdict"
+        );
         assert!(call(&mut breaker, 3, false));
         assert_eq!(breaker.state(3), BreakerState::Open, "2 of 4 failed");
         assert!(!call(&mut breaker, 50, true), "open refuses");
@@ -235,7 +239,11 @@ mod tests {
         breaker.record(first, 104, true);
         assert_eq!(breaker.state(104), BreakerState::HalfOpen);
         breaker.record(second, 105, false);
-        assert_eq!(breaker.state(105), BreakerState::Open, "a failed probe reopens");
+        assert_eq!(
+            breaker.state(105),
+            BreakerState::Open,
+            "a failed probe reopens"
+        );
         assert_eq!(breaker.state(205), BreakerState::HalfOpen);
         assert!(call(&mut breaker, 205, true));
         assert!(call(&mut breaker, 206, true));
@@ -254,6 +262,10 @@ mod tests {
         }
         assert_eq!(breaker.state(150), BreakerState::HalfOpen);
         breaker.record(slow, 150, false);
-        assert_eq!(breaker.state(150), BreakerState::HalfOpen, "stale failure ignored");
+        assert_eq!(
+            breaker.state(150),
+            BreakerState::HalfOpen,
+            "stale failure ignored"
+        );
     }
 }
