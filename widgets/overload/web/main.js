@@ -104,6 +104,7 @@ function niceStep(range, parts) {
 }
 
 function formatMs(ms) {
+  if (ms === 0) return '0';
   if (ms < 1000) return `${Math.round(ms)} ms`;
   const seconds = ms / 1000;
   return `${Number.isInteger(seconds) ? seconds : seconds.toFixed(1)} s`;
@@ -128,7 +129,7 @@ function line(context, run, value, x, y, colour, dash = []) {
   context.setLineDash([]);
 }
 
-function draw(canvas, run, stateNames, timeoutMs, colours) {
+function draw(canvas, run, stateNames, breakerOn, timeoutMs, colours) {
   const context = canvas.getContext('2d');
   const ratio = window.devicePixelRatio || 1;
   const width = canvas.clientWidth || 640;
@@ -143,27 +144,37 @@ function draw(canvas, run, stateNames, timeoutMs, colours) {
 
   const left = 62, right = 14;
   const plotWidth = width - left - right;
-  const band = { top: 28, height: 14 };
-  const flight = { top: 60, height: Math.max(60, (height - 60 - 40) * 0.55) };
-  const latency = { top: flight.top + flight.height + 22, height: 0 };
-  latency.height = height - 26 - latency.top;
   const x = (ms) => left + (plotWidth * ms) / run.durationMs;
 
-  // The legend, in the series' colours.
+  // The legend, in the series' colours, then the breaker's states; an item
+  // that would pass the right edge starts a new row.
   const legend = [
     ['fast in flight', colours.fast], ['flaky in flight', colours.flaky],
     ['waiting for a slot', colours.waiting], ['fast p99', colours.p99],
   ];
-  let legendX = left;
+  const stateKeys = breakerOn ? stateNames.map((name, index) => [`breaker ${name}`, colours.states[index]]) : [];
+  let legendX = left, legendY = 3;
   context.textBaseline = 'top';
   context.textAlign = 'left';
-  for (const [label, colour] of legend) {
+  for (const [index, [label, colour]] of [...legend, ...stateKeys].entries()) {
+    const itemWidth = 18 + context.measureText(label).width;
+    if (legendX > left && legendX + itemWidth > width - right) {
+      legendX = left;
+      legendY += 16;
+    }
     context.fillStyle = colour;
-    context.fillRect(legendX, 8, 14, 3);
+    if (index < legend.length) context.fillRect(legendX, legendY + 5, 14, 3);
+    else context.fillRect(legendX + 4, legendY + 1, 10, 10);
     context.fillStyle = colours.fg;
-    context.fillText(label, legendX + 18, 3);
-    legendX += 18 + context.measureText(label).width + 16;
+    context.fillText(label, legendX + 18, legendY);
+    legendX += itemWidth + 14;
   }
+
+  const band = { top: legendY + 24, height: 14 };
+  const flight = { top: band.top + 36, height: 0 };
+  flight.height = Math.max(60, (height - flight.top - 40) * 0.55);
+  const latency = { top: flight.top + flight.height + 22, height: 0 };
+  latency.height = Math.max(40, height - 26 - latency.top);
 
   // The failure window, shaded across every panel.
   context.fillStyle = colours.shade;
@@ -174,21 +185,19 @@ function draw(canvas, run, stateNames, timeoutMs, colours) {
   context.textAlign = 'right';
   context.fillStyle = colours.fg;
   context.fillText('breaker', left - 6, band.top + band.height / 2);
-  let from = 0, current = 0;
-  for (const [at, next] of [...run.transitions, [run.durationMs, 0]]) {
-    context.fillStyle = colours.states[current];
-    context.fillRect(x(from), band.top, Math.max(x(Math.min(at, run.durationMs)) - x(from), 1), band.height);
-    from = at; current = next;
-  }
-  context.textAlign = 'left';
-  let keyX = left;
-  context.textBaseline = 'top';
-  for (const [index, name] of stateNames.entries()) {
-    context.fillStyle = colours.states[index];
-    context.fillRect(keyX, band.top + band.height + 4, 10, 10);
+  if (breakerOn) {
+    let from = 0, current = 0;
+    for (const [at, next] of [...run.transitions, [run.durationMs, 0]]) {
+      context.fillStyle = colours.states[current];
+      context.fillRect(x(from), band.top, Math.max(x(Math.min(at, run.durationMs)) - x(from), 1), band.height);
+      from = at; current = next;
+    }
+  } else {
+    context.strokeStyle = colours.grid;
+    context.strokeRect(left + 0.5, band.top + 0.5, plotWidth - 1, band.height - 1);
+    context.textAlign = 'center';
     context.fillStyle = colours.fg;
-    context.fillText(name, keyX + 14, band.top + band.height + 3);
-    keyX += 14 + context.measureText(name).width + 14;
+    context.fillText('no breaker', left + plotWidth / 2, band.top + band.height / 2);
   }
 
   // Calls in flight at each provider, and waiting in the service.
@@ -279,8 +288,8 @@ async function main() {
   const read = reader(total_fields().split(','), bucket_fields().split(','));
   const stateNames = breaker_states().split(',');
 
-  const mode = select('mode', 'Flaky provider', failure_modes().split(','), 'hangs');
-  const rate = slider('rate', 'of its calls in the window', 0, 100, 5, 50, ' %');
+  const mode = select('mode', 'Flaky provider in its failure window', failure_modes().split(','), 'hangs');
+  const rate = slider('rate', 'Share failing in the window', 0, 100, 5, 50, ' %');
   const workers = slider('workers', 'Workers per provider', 1, 64, 1, 16, '');
   const service = slider('service', 'Service time', 5, 200, 5, 20, ' ms');
   const limitMode = select('limit-mode', 'Limit', limit_modes().split(','), 'shared');
@@ -343,7 +352,7 @@ async function main() {
       Number(probes.input.value),
     );
     const run = read(flat);
-    draw(canvas, run, stateNames, timeoutMs, themeColours(root, canvas.getContext('2d')));
+    draw(canvas, run, stateNames, breakerOn, timeoutMs, themeColours(root, canvas.getContext('2d')));
     let reachedInWindow = 0;
     for (let index = 0; index < run.buckets; index++) {
       const start = index * run.bucketMs;
