@@ -4,7 +4,7 @@
 
 use crate::{
     breaker::BreakerState,
-    sim::{Ending, Provider},
+    sim::{CallEnd, Provider},
 };
 
 /// One slice of time. The per-provider arrays are indexed by
@@ -12,8 +12,8 @@ use crate::{
 #[derive(Debug, Clone, PartialEq)]
 pub struct OverloadBucket {
     pub start_ms: f64,
-    /// The breaker's state as the bucket ends (closed without a breaker);
-    /// [`OverloadRun::transitions`] has the exact times.
+    /// The breaker's state at the first event after the bucket (closed
+    /// without a breaker); [`OverloadRun::transitions`] has the exact times.
     pub breaker: BreakerState,
     /// The most calls at each provider (queued there or in service) at once.
     pub in_flight: [usize; 2],
@@ -89,10 +89,10 @@ pub fn percentile(values: &mut [f64], percent: f64) -> Option<f64> {
     Some(values[rank.clamp(1, values.len()) - 1])
 }
 
-/// Fills in an [`OverloadRun`]; the engine calls [`Recorder::advance`] with
+/// Fills in an [`OverloadRun`]; the engine calls [`RunRecorder::advance`] with
 /// each event's time before it handles the event.
 #[derive(Debug)]
-pub(crate) struct Recorder {
+pub(crate) struct RunRecorder {
     bucket_ms: f64,
     buckets: Vec<OverloadBucket>,
     /// The bucket events now fall in; `buckets.len()` once all are closed.
@@ -106,8 +106,8 @@ pub(crate) struct Recorder {
     peak_waiting: usize,
 }
 
-impl Recorder {
-    pub(crate) fn new(duration_ms: f64, bucket_ms: f64) -> Recorder {
+impl RunRecorder {
+    pub(crate) fn new(duration_ms: f64, bucket_ms: f64) -> RunRecorder {
         let bucket_ms = if bucket_ms > 0.0 { bucket_ms } else { 1000.0 };
         let count = (duration_ms.max(0.0) / bucket_ms).ceil().max(1.0) as usize;
         let empty = |index: usize| OverloadBucket {
@@ -123,7 +123,7 @@ impl Recorder {
             fast_p50_ms: None,
             fast_p99_ms: None,
         };
-        Recorder {
+        RunRecorder {
             bucket_ms,
             buckets: (0..count).map(empty).collect(),
             current: 0,
@@ -182,13 +182,13 @@ impl Recorder {
         }
     }
 
-    pub(crate) fn ended(&mut self, provider: Provider, ending: Ending, latency_ms: f64) {
+    pub(crate) fn ended(&mut self, provider: Provider, ending: CallEnd, latency_ms: f64) {
         let index = provider.index();
         let totals = &mut self.totals[index];
         match ending {
-            Ending::Ok => totals.ok += 1,
-            Ending::Failed => totals.failed += 1,
-            Ending::TimedOut => totals.timed_out += 1,
+            CallEnd::Ok => totals.ok += 1,
+            CallEnd::Failed => totals.failed += 1,
+            CallEnd::TimedOut => totals.timed_out += 1,
         }
         self.latencies[index].push(latency_ms);
         if provider == Provider::Fast {
@@ -196,9 +196,9 @@ impl Recorder {
         }
         if let Some(bucket) = self.bucket() {
             match ending {
-                Ending::Ok => bucket.ok[index] += 1,
-                Ending::Failed => bucket.failed[index] += 1,
-                Ending::TimedOut => bucket.timed_out[index] += 1,
+                CallEnd::Ok => bucket.ok[index] += 1,
+                CallEnd::Failed => bucket.failed[index] += 1,
+                CallEnd::TimedOut => bucket.timed_out[index] += 1,
             }
         }
     }

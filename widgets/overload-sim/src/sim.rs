@@ -32,7 +32,7 @@ mod random;
 pub use crate::report::{OverloadBucket, OverloadRun, ProviderTotals};
 use crate::{
     breaker::{Breaker, BreakerState, Permit},
-    report::Recorder,
+    report::RunRecorder,
 };
 pub use config::{
     ConcurrencyLimit, FailureMode, FailureWindow, OverloadConfig, Provider, ProviderConfig,
@@ -53,7 +53,7 @@ enum Stage {
 
 /// How a call ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Ending {
+pub(crate) enum CallEnd {
     Ok,
     Failed,
     TimedOut,
@@ -149,7 +149,7 @@ struct Engine<'a> {
     /// the same seed see the same requests; one for how calls go.
     arrivals: [SplitMix64; 2],
     service: SplitMix64,
-    recorder: Recorder,
+    recorder: RunRecorder,
 }
 
 /// Runs the simulation.
@@ -184,7 +184,7 @@ pub fn simulate(config: &OverloadConfig) -> OverloadRun {
             SplitMix64::new(config.seed ^ 0xF1A4_0000_0000_0002),
         ],
         service: SplitMix64::new(config.seed ^ 0x5E41_0000_0000_0003),
-        recorder: Recorder::new(config.duration_ms, config.bucket_ms),
+        recorder: RunRecorder::new(config.duration_ms, config.bucket_ms),
     };
     for provider in Provider::ALL {
         engine.schedule_arrival(provider);
@@ -336,7 +336,14 @@ impl Engine<'_> {
             return;
         }
         self.leave_provider(call);
-        self.end(call, if success { Ending::Ok } else { Ending::Failed });
+        self.end(
+            call,
+            if success {
+                CallEnd::Ok
+            } else {
+                CallEnd::Failed
+            },
+        );
     }
 
     fn time_out(&mut self, call: usize) {
@@ -349,7 +356,7 @@ impl Engine<'_> {
             }
             Stage::Queued | Stage::InService => self.leave_provider(call),
         }
-        self.end(call, Ending::TimedOut);
+        self.end(call, CallEnd::TimedOut);
     }
 
     /// The provider is done with the call (answered or dropped): its worker,
@@ -375,7 +382,7 @@ impl Engine<'_> {
 
     /// The call's outcome is known: tell the breaker, count it, and hand its
     /// slot to the first live waiter.
-    fn end(&mut self, call: usize, ending: Ending) {
+    fn end(&mut self, call: usize, ending: CallEnd) {
         let now = self.clock();
         let Call {
             provider,
@@ -386,7 +393,7 @@ impl Engine<'_> {
         } = self.calls[call];
         self.calls[call].stage = Stage::Done;
         if let (Some(permit), Some(breaker)) = (permit, self.breaker.as_mut()) {
-            breaker.record(permit, now, ending == Ending::Ok);
+            breaker.record(permit, now, ending == CallEnd::Ok);
         }
         self.recorder
             .ended(provider, ending, self.now_ms - arrived_ms);
