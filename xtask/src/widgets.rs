@@ -135,20 +135,30 @@ pub fn build_all(project: &Project) -> Result<Vec<SizeReport>> {
             .omit_default_module_path(false)
             .generate(&out)
             .map_err(|error| anyhow!("wasm-bindgen on {}: {error:#}", input.display()))?;
-        let web = widget.dir.join("web");
-        if web.is_dir() {
-            for entry in fs::read_dir(&web)? {
-                let path = entry?.path();
-                if path.is_file() {
-                    let name = path.file_name().context("a file has a name")?;
-                    fs::copy(&path, out.join(name))
-                        .with_context(|| format!("copying {}", path.display()))?;
-                }
-            }
+        // The widget's own files, and beside them the helpers every widget
+        // shares (`widgets/web-kit`), so each imports `./widget-kit.js`.
+        for web in [widget.dir.join("web"), project.root.join("widgets/web-kit")] {
+            copy_files(&web, &out)?;
         }
         reports.push(size_of(&widget.name, &out)?);
     }
     Ok(reports)
+}
+
+/// Copies the files (not the folders) of `from`, if it exists, into `to`.
+fn copy_files(from: &Path, to: &Path) -> Result<()> {
+    if !from.is_dir() {
+        return Ok(());
+    }
+    for entry in fs::read_dir(from).with_context(|| format!("reading {}", from.display()))? {
+        let path = entry?.path();
+        if path.is_file() {
+            let name = path.file_name().context("a file has a name")?;
+            fs::copy(&path, to.join(name))
+                .with_context(|| format!("copying {}", path.display()))?;
+        }
+    }
+    Ok(())
 }
 
 /// The uncompressed and gzipped size of a staged widget's JS and wasm

@@ -39,6 +39,14 @@ where
         .collect())
 }
 
+/// The result of `item` in what [`side_by_side`] returned.
+pub fn result_of<'a, I: PartialEq, T>(results: &'a [(I, T)], item: &I) -> Option<&'a T> {
+    results
+        .iter()
+        .find(|(each, _)| each == item)
+        .map(|(_, result)| result)
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
@@ -83,5 +91,12 @@ mod tests {
         .await
         .unwrap_err();
         assert_eq!(format!("{error:#}"), "watcher bad: it broke");
+    }
+
+    #[test]
+    fn result_of_finds_an_item_or_says_none() {
+        let results = [("a", 1), ("b", 2)];
+        assert_eq!(result_of(&results, &"b"), Some(&2));
+        assert_eq!(result_of(&results, &"c"), None);
     }
 }

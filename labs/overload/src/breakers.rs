@@ -12,7 +12,7 @@ use std::{
 };
 
 use anyhow::{Context, Result};
-use backoff_sim::{SplitMix64, Strategy, backoff_ms};
+use backoff_sim::SplitMix64;
 use failsafe::{StateMachine, backoff::Constant, failure_policy::ConsecutiveFailures};
 use lab_kit::{Series, stats::Latencies, together::side_by_side};
 use overload_sim::breaker::Breaker;
@@ -26,6 +26,7 @@ use crate::{
     arrivals::open_loop,
     dependency::{Dependency, DependencyConfig},
     on_lab_clock,
+    retrying::full_jitter,
     storm::storm_breaker,
 };
 
@@ -235,11 +236,13 @@ fn attempt(users: &Users) -> Work {
 }
 
 async fn pause_before_retry(users: &Users, attempt: u32, rng: &mut SplitMix64) {
-    let sleep_ms = backoff_ms(Strategy::FullJitter, attempt, 50.0, 1_000.0, 0.0, rng);
-    tokio::time::sleep(Duration::from_secs_f64(
-        sleep_ms / 1000.0 / users.time_scale,
-    ))
-    .await;
+    let pause = full_jitter(
+        attempt,
+        Duration::from_millis(50),
+        Duration::from_secs(1),
+        rng,
+    );
+    tokio::time::sleep(pause.div_f64(users.time_scale)).await;
 }
 
 // ANCHOR: layering

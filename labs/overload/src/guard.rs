@@ -13,12 +13,12 @@ use std::{
     time::Duration,
 };
 
-use backoff_sim::{SplitMix64, Strategy, backoff_ms};
+use backoff_sim::SplitMix64;
 use overload_sim::breaker::{Breaker, BreakerConfig};
 use reqwest::{StatusCode, header::RETRY_AFTER};
 use tokio::{sync::Semaphore, time::Instant};
 
-use crate::storm::RetryBudget;
+use crate::retrying::{RetryBudget, full_jitter};
 
 /// The knobs of one guard.
 #[derive(Debug, Clone)]
@@ -208,16 +208,12 @@ impl OutboundGuard {
     }
 
     fn jittered(&self, retry: u32) -> Duration {
-        let config = &self.config;
         let mut rng = self.rng.lock().expect("no panic holds it");
-        let ms = backoff_ms(
-            Strategy::FullJitter,
+        full_jitter(
             retry,
-            config.backoff_base.as_secs_f64() * 1000.0,
-            config.backoff_cap.as_secs_f64() * 1000.0,
-            0.0,
+            self.config.backoff_base,
+            self.config.backoff_cap,
             &mut rng,
-        );
-        Duration::from_secs_f64(ms / 1000.0)
+        )
     }
 }

@@ -11,6 +11,7 @@ pub mod breakers;
 pub mod bulkhead;
 pub mod dependency;
 pub mod guard;
+pub mod retrying;
 pub mod shedding;
 pub mod storm;
 
@@ -87,14 +88,14 @@ pub struct OverloadConfig {
 impl OverloadConfig {
     pub fn for_mode(mode: Mode) -> OverloadConfig {
         let (time_scale, shedding_point_s, storm_duration_s) = match mode {
-            Mode::Quick => (4.0, 6.0, 12.0),
+            Mode::Quick => (4.0, 4.0, 12.0),
             Mode::Full => (1.0, 20.0, 40.0),
         };
         OverloadConfig {
             time_scale,
             storm_time_scale: 1.0,
             bulkhead_rate_per_s: 20.0,
-            bulkhead_duration_s: 12.0,
+            bulkhead_duration_s: 11.0,
             bulkhead_service_ms: 50.0,
             bulkhead_hang_s: 5.0,
             bulkhead_slow_from_s: 2.0,
@@ -109,7 +110,7 @@ impl OverloadConfig {
             shedding_point_s,
             shedding_client_timeout_s: 1.0,
             breaker_rate_per_s: 40.0,
-            breaker_duration_s: 10.0,
+            breaker_duration_s: 8.0,
             breaker_fails_from_s: 2.0,
             breaker_fails_until_s: 6.0,
             breaker_attempt_timeout_ms: 300.0,

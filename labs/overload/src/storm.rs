@@ -14,7 +14,7 @@ use std::{
 };
 
 use anyhow::{Context, Result};
-use backoff_sim::{SplitMix64, Strategy, backoff_ms};
+use backoff_sim::SplitMix64;
 use lab_kit::{Output, Series, together::side_by_side};
 use overload_sim::breaker::{Breaker, BreakerConfig};
 use serde::Serialize;
@@ -25,6 +25,7 @@ use crate::{
     arrivals::open_loop,
     dependency::{Dependency, DependencyConfig},
     on_lab_clock,
+    retrying::{RetryBudget, full_jitter},
 };
 
 lab_kit::series! {
@@ -115,43 +116,6 @@ impl Timeline {
     }
 }
 
-// ANCHOR: budget
-/// A retry budget: each first try earns `per_first_try` of a token (up to
-/// `max_tokens`), each retry spends one. However bad things get, retries add
-/// at most `per_first_try` to the load (gRPC's retry throttling and
-/// Finagle's budget work the same way).
-#[derive(Debug, Clone)]
-pub struct RetryBudget {
-    tokens: f64,
-    max_tokens: f64,
-    per_first_try: f64,
-}
-
-impl RetryBudget {
-    /// A full budget.
-    pub fn new(max_tokens: f64, per_first_try: f64) -> RetryBudget {
-        RetryBudget {
-            tokens: max_tokens,
-            max_tokens,
-            per_first_try,
-        }
-    }
-
-    pub fn earn(&mut self) {
-        self.tokens = (self.tokens + self.per_first_try).min(self.max_tokens);
-    }
-
-    pub fn try_spend(&mut self) -> bool {
-        if self.tokens >= 1.0 {
-            self.tokens -= 1.0;
-            true
-        } else {
-            false
-        }
-    }
-}
-// ANCHOR_END: budget
-
 /// What every user of one variant shares.
 struct Callers {
     variant: Storm,
@@ -178,7 +142,6 @@ impl Callers {
 async fn user(callers: Arc<Callers>, seed: u64) {
     let callers = &*callers;
     let mut rng = SplitMix64::new(seed);
-    let mut previous_sleep_ms = 0.0;
     callers.timeline.count(&callers.timeline.users);
     callers.budget.lock().expect("no panic holds it").earn();
     for attempt in 0..=callers.retries {
@@ -194,17 +157,13 @@ async fn user(callers: Arc<Callers>, seed: u64) {
                 return;
             }
             if jittered {
-                let sleep_ms = backoff_ms(
-                    Strategy::FullJitter,
+                let pause = full_jitter(
                     attempt,
-                    100.0,
-                    2_000.0,
-                    previous_sleep_ms,
+                    Duration::from_millis(100),
+                    Duration::from_secs(2),
                     &mut rng,
                 );
-                previous_sleep_ms = sleep_ms;
-                tokio::time::sleep(Duration::from_secs_f64(sleep_ms / 1000.0 / callers.scale))
-                    .await;
+                tokio::time::sleep(pause.div_f64(callers.scale)).await;
             }
         }
         let permit = if callers.variant == Storm::Breaker {

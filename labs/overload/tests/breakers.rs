@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use failsafe::{backoff, failure_policy};
-use lab_kit::Mode;
+use lab_kit::{Mode, together::result_of};
 use lab_overload::{
     OverloadConfig,
     breakers::{BreakerSetup, run_breakers},
@@ -16,11 +16,9 @@ async fn every_breaker_spares_the_hung_provider_and_most_so_inside_the_retries()
     let outcomes = run_breakers(&config).await.expect("the setups run");
     let label = format!("{outcomes:#?}");
     let of = |setup: BreakerSetup| {
-        outcomes
-            .iter()
-            .find(|(each, _)| *each == setup)
-            .map(|(_, outcome)| outcome.clone())
+        result_of(&outcomes, &setup)
             .expect("every setup reports")
+            .clone()
     };
     let none = of(BreakerSetup::NoBreaker);
     assert_eq!(none.refused, 0, "{label}");

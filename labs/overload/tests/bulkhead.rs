@@ -2,7 +2,7 @@
 //! users do not notice the flaky one hanging; with one shared pool they wait
 //! behind its hung calls.
 
-use lab_kit::Mode;
+use lab_kit::{Mode, together::result_of};
 use lab_overload::{
     OverloadConfig,
     bulkhead::{Bulkhead, run_bulkheads},
@@ -14,11 +14,9 @@ async fn per_provider_slots_keep_the_fast_provider_flat_and_a_shared_pool_does_n
     let outcomes = run_bulkheads(&config).await.expect("the setups run");
     let label = format!("{outcomes:#?}");
     let of = |setup: Bulkhead| {
-        outcomes
-            .iter()
-            .find(|(each, _)| *each == setup)
-            .map(|(_, outcome)| outcome.clone())
+        result_of(&outcomes, &setup)
             .expect("every setup reports")
+            .clone()
     };
     let healthy = of(Bulkhead::Healthy);
     let shared = of(Bulkhead::Shared);

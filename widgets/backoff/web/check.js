@@ -5,26 +5,13 @@ const done = arguments[arguments.length - 1];
 const errors = [];
 const metrics = {};
 
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
-const percentile = (values, percent) => {
-  const sorted = [...values].sort((a, b) => a - b);
-  const rank = Math.ceil((percent / 100) * sorted.length);
-  return sorted[Math.min(Math.max(rank, 1), sorted.length) - 1];
-};
-
 (async () => {
+  // The helpers every widget shares, staged beside this widget's files.
+  const kit = await import(new URL('widgets/backoff/widget-kit.js', document.baseURI).href);
+  const { percentile, setValue } = kit;
   // The widget loads as a module after the page: wait for it (bounded).
-  const started = performance.now();
-  while (!(window.__backoffWidget && window.__backoffWidget.ready)) {
-    if (window.__backoffWidget && window.__backoffWidget.error) {
-      throw new Error(`the widget failed to start: ${window.__backoffWidget.error}`);
-    }
-    if (performance.now() - started > 10000) throw new Error('the widget was not ready after 10 s');
-    await sleep(50);
-  }
-  metrics.load_ms = performance.now() - started;
-  const state = window.__backoffWidget;
-  const root = document.getElementById('widget-backoff');
+  const { state, root, loadMs } = await kit.ready('backoff');
+  metrics.load_ms = loadMs;
   const canvas = root.querySelector('canvas');
   const totals = root.querySelector('.backoff-totals');
   const strategy = root.querySelector('select[name=strategy]');
@@ -32,10 +19,6 @@ const percentile = (values, percent) => {
   const base = root.querySelector('input[name=base]');
   if (!canvas || !totals || !strategy || !clients || !base) throw new Error('a widget control is missing');
 
-  const setValue = (input, value, eventName) => {
-    input.value = String(value);
-    input.dispatchEvent(new Event(eventName, { bubbles: true }));
-  };
   const snapshot = () => ({ image: canvas.toDataURL(), text: totals.textContent });
 
   // 1. The strategy: exponential -> full jitter changes the totals and the chart.

@@ -2,6 +2,7 @@
 // contention simulation (Rust, compiled to wasm) reruns on every input and the
 // chart of calls over time is redrawn. Plain DOM and canvas, no network.
 import init, { simulate, compare, strategy_names } from './widget_backoff.js';
+import { drawAndFollowTheme, element, formatMs, prepareCanvas, start, slider as kitSlider } from './widget-kit.js';
 
 const BUCKETS = 120;
 // Indices into the Float64Array that `simulate` returns (see src/lib.rs).
@@ -14,21 +15,7 @@ const state = window.__backoffWidget = {
   redrawTimesMs: [],
 };
 
-function element(tag, attributes = {}, children = []) {
-  const node = document.createElement(tag);
-  for (const [name, value] of Object.entries(attributes)) node.setAttribute(name, value);
-  for (const child of children) node.append(child);
-  return node;
-}
-
-function slider(name, label, min, max, step, value, unit) {
-  const input = element('input', { type: 'range', name, min, max, step, value, 'aria-label': label });
-  const shown = element('output', { for: name });
-  const update = () => { shown.textContent = `${input.value}${unit}`; };
-  update();
-  input.addEventListener('input', update);
-  return { input, row: element('label', { class: 'backoff-control' }, [`${label} `, input, ' ', shown]) };
-}
+const slider = (...args) => kitSlider('backoff-control', ...args);
 
 // Colours follow the mdBook theme: read the page's own CSS variables.
 function themeColours(root) {
@@ -50,23 +37,8 @@ function niceStep(range, parts) {
   return step;
 }
 
-// Milliseconds as a reader wants them: "750 ms", "12 s", "1.5 s".
-function formatMs(ms) {
-  if (ms < 1000) return `${Math.round(ms)} ms`;
-  const seconds = ms / 1000;
-  return `${Number.isInteger(seconds) ? seconds : seconds.toFixed(1)} s`;
-}
-
 function draw(canvas, flat, strategyName, colours) {
-  const context = canvas.getContext('2d');
-  const ratio = window.devicePixelRatio || 1;
-  const width = canvas.clientWidth || 640;
-  const height = canvas.clientHeight || 260;
-  if (canvas.width !== Math.round(width * ratio)) canvas.width = Math.round(width * ratio);
-  if (canvas.height !== Math.round(height * ratio)) canvas.height = Math.round(height * ratio);
-  context.setTransform(ratio, 0, 0, ratio, 0, 0);
-  context.fillStyle = colours.bg;
-  context.fillRect(0, 0, width, height);
+  const { context, width, height } = prepareCanvas(canvas, 640, 260, colours.bg);
 
   const left = 48, right = 12, top = 30, bottom = 34;
   const plotWidth = width - left - right, plotHeight = height - top - bottom;
@@ -190,12 +162,7 @@ async function main() {
   for (const control of [clients.input, base.input, cap.input, seed]) control.addEventListener('input', rerun);
   strategy.addEventListener('change', rerun);
   // The theme can change under us (mdBook's theme menu): redraw with its colours.
-  new MutationObserver(() => rerun()).observe(document.documentElement, { attributes: true, attributeFilter: ['class'] });
-  rerun();
-  state.ready = true;
+  drawAndFollowTheme(state, rerun);
 }
 
-main().catch((error) => {
-  state.error = String(error);
-  console.error('backoff widget:', error);
-});
+start(state, 'backoff', main);

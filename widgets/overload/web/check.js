@@ -6,27 +6,15 @@ const done = arguments[arguments.length - 1];
 const errors = [];
 const metrics = {};
 
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 const nextFrame = () => new Promise((resolve) => requestAnimationFrame(() => resolve()));
-const percentile = (values, percent) => {
-  const sorted = [...values].sort((a, b) => a - b);
-  const rank = Math.ceil((percent / 100) * sorted.length);
-  return sorted[Math.min(Math.max(rank, 1), sorted.length) - 1];
-};
 
 (async () => {
+  // The helpers every widget shares, staged beside this widget's files.
+  const kit = await import(new URL('widgets/overload/widget-kit.js', document.baseURI).href);
+  const { percentile, setValue } = kit;
   // The widget loads as a module after the page: wait for it (bounded).
-  const started = performance.now();
-  while (!(window.__overloadWidget && window.__overloadWidget.ready)) {
-    if (window.__overloadWidget && window.__overloadWidget.error) {
-      throw new Error(`the widget failed to start: ${window.__overloadWidget.error}`);
-    }
-    if (performance.now() - started > 10000) throw new Error('the widget was not ready after 10 s');
-    await sleep(50);
-  }
-  metrics.load_ms = performance.now() - started;
-  const state = window.__overloadWidget;
-  const root = document.getElementById('widget-overload');
+  const { state, root, loadMs } = await kit.ready('overload');
+  metrics.load_ms = loadMs;
   const canvas = root.querySelector('canvas');
   const totals = root.querySelector('.overload-totals');
   const control = (selector) => root.querySelector(selector);
@@ -39,10 +27,6 @@ const percentile = (values, percent) => {
     throw new Error('a widget control is missing');
   }
 
-  const setValue = (input, value, eventName) => {
-    input.value = String(value);
-    input.dispatchEvent(new Event(eventName, { bubbles: true }));
-  };
   const setChoice = (input, name) => {
     const index = [...input.options].findIndex((option) => option.textContent === name);
     if (index < 0) throw new Error(`no option ${name} in ${input.name}`);

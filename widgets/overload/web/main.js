@@ -6,6 +6,7 @@
 import init, {
   simulate, total_fields, bucket_fields, failure_modes, limit_modes, breaker_states,
 } from './widget_overload.js';
+import { drawAndFollowTheme, element, formatMs, prepareCanvas, start, slider as kitSlider, select as kitSelect } from './widget-kit.js';
 
 // The header of the Float64Array `simulate` returns (see src/lib.rs).
 const TOTAL_FIELD_COUNT = 0, BUCKET_FIELD_COUNT = 1, BUCKET_COUNT = 2, TRANSITION_COUNT = 3;
@@ -19,30 +20,18 @@ const state = window.__overloadWidget = {
   last: null,
 };
 
-function element(tag, attributes = {}, children = []) {
-  const node = document.createElement(tag);
-  for (const [name, value] of Object.entries(attributes)) node.setAttribute(name, value);
-  for (const child of children) node.append(child);
-  return node;
-}
+const slider = (...args) => kitSlider('overload-control', ...args);
 
-function slider(name, label, min, max, step, value, unit) {
-  const input = element('input', { type: 'range', name, min, max, step, value, 'aria-label': label });
-  const shown = element('output', { for: name });
-  const update = () => { shown.textContent = `${input.value}${unit}`; };
-  update();
-  input.addEventListener('input', update);
-  return { input, row: element('label', { class: 'overload-control' }, [`${label} `, input, ' ', shown]) };
-}
+const select = (...args) => kitSelect('overload-control', ...args);
 
-function select(name, label, names, chosen) {
-  const input = element('select', { name, 'aria-label': label },
-    names.map((each, index) => {
-      const option = element('option', { value: String(index) }, [each]);
-      if (each === chosen) option.selected = true;
-      return option;
-    }));
-  return { input, row: element('label', { class: 'overload-control' }, [`${label} `, input]) };
+// A y-axis title, written upwards along the left edge of `area`.
+function sideLabel(context, text, area) {
+  context.save();
+  context.translate(12, area.top + area.height / 2);
+  context.rotate(-Math.PI / 2);
+  context.textAlign = 'center';
+  context.fillText(text, 0, 0);
+  context.restore();
 }
 
 // A field of the flat result by name: field lists come from the wasm, so the
@@ -103,13 +92,6 @@ function niceStep(range, parts) {
   return [1, 2, 5, 10].map((factor) => factor * power).find((candidate) => candidate >= rough);
 }
 
-function formatMs(ms) {
-  if (ms === 0) return '0';
-  if (ms < 1000) return `${Math.round(ms)} ms`;
-  const seconds = ms / 1000;
-  return `${Number.isInteger(seconds) ? seconds : seconds.toFixed(1)} s`;
-}
-
 // A line through one value per bucket, drawn at the bucket's middle; NaN
 // (no call ended in that bucket) breaks the line.
 function line(context, run, value, x, y, colour, dash = []) {
@@ -130,15 +112,7 @@ function line(context, run, value, x, y, colour, dash = []) {
 }
 
 function draw(canvas, run, stateNames, breakerOn, timeoutMs, colours) {
-  const context = canvas.getContext('2d');
-  const ratio = window.devicePixelRatio || 1;
-  const width = canvas.clientWidth || 640;
-  const height = canvas.clientHeight || 360;
-  if (canvas.width !== Math.round(width * ratio)) canvas.width = Math.round(width * ratio);
-  if (canvas.height !== Math.round(height * ratio)) canvas.height = Math.round(height * ratio);
-  context.setTransform(ratio, 0, 0, ratio, 0, 0);
-  context.fillStyle = colours.bg;
-  context.fillRect(0, 0, width, height);
+  const { context, width, height } = prepareCanvas(canvas, 640, 360, colours.bg);
   context.font = '12px sans-serif';
   context.lineWidth = 1;
 
@@ -219,12 +193,7 @@ function draw(canvas, run, stateNames, breakerOn, timeoutMs, colours) {
     context.stroke();
     context.fillText(String(v), left - 6, yFlight(v));
   }
-  context.save();
-  context.translate(12, flight.top + flight.height / 2);
-  context.rotate(-Math.PI / 2);
-  context.textAlign = 'center';
-  context.fillText('calls', 0, 0);
-  context.restore();
+  sideLabel(context, 'calls', flight);
   line(context, run, (i) => run.bucket(i, 'waiting'), x, yFlight, colours.waiting, [4, 3]);
   line(context, run, (i) => run.bucket(i, 'flaky_in_flight'), x, yFlight, colours.flaky);
   line(context, run, (i) => run.bucket(i, 'fast_in_flight'), x, yFlight, colours.fast);
@@ -247,12 +216,7 @@ function draw(canvas, run, stateNames, breakerOn, timeoutMs, colours) {
     context.stroke();
     context.fillText(formatMs(10 ** decade), left - 6, y);
   }
-  context.save();
-  context.translate(12, latency.top + latency.height / 2);
-  context.rotate(-Math.PI / 2);
-  context.textAlign = 'center';
-  context.fillText('fast p99', 0, 0);
-  context.restore();
+  sideLabel(context, 'fast p99', latency);
   // The timeout, for reference.
   context.strokeStyle = colours.fg;
   context.setLineDash([2, 4]);
@@ -300,7 +264,7 @@ async function main() {
   const threshold = slider('breaker-rate', 'Opens at', 10, 100, 5, 50, ' % failed');
   const open = slider('breaker-open', 'Open for', 500, 20000, 500, 5000, ' ms');
   const probes = slider('breaker-probes', 'Probes', 1, 20, 1, 5, '');
-  const arrivals = slider('arrivals', 'Requests', 20, 600, 10, 200, ' /s');
+  const arrivals = slider('arrivals', 'Requests', 20, 400, 10, 200, ' /s');
   const seed = element('input', { type: 'number', name: 'seed', min: 1, max: 1000000, value: 1, 'aria-label': 'Seed' });
   const canvas = element('canvas', { class: 'overload-chart', role: 'img', 'aria-label': 'Breaker state, calls in flight and the fast provider\'s p99 over a minute' });
   Object.assign(canvas.style, { width: '100%', height: '360px', display: 'block' });
@@ -384,12 +348,7 @@ async function main() {
   seed.addEventListener('input', rerun);
   for (const control of [mode.input, limitMode.input, breaker]) control.addEventListener('change', rerun);
   // The theme can change under us (mdBook's theme menu): redraw with its colours.
-  new MutationObserver(() => rerun()).observe(document.documentElement, { attributes: true, attributeFilter: ['class'] });
-  rerun();
-  state.ready = true;
+  drawAndFollowTheme(state, rerun);
 }
 
-main().catch((error) => {
-  state.error = String(error);
-  console.error('overload widget:', error);
-});
+start(state, 'overload', main);
