@@ -27,6 +27,9 @@ lab_kit::series! {
         Healthy => "healthy",
         /// No bound: every user's call goes out at once.
         NoLimit => "no-limit",
+        /// No bound, but a `reqwest::Client` (so a connection pool) per
+        /// provider.
+        ClientPerProvider => "client-per-provider",
         /// One `Semaphore` of slots for both providers.
         Shared => "shared",
         /// A `Semaphore` per provider.
@@ -52,6 +55,8 @@ pub struct BulkheadOutcome {
     /// The most requests each provider held at once.
     pub fast_peak_at_provider: u64,
     pub flaky_peak_at_provider: u64,
+    /// Connections the flaky provider accepted over the run.
+    pub flaky_connections: u64,
     /// The most calls inside the service at once (waiting or out).
     pub peak_calls_in_service: u64,
     /// The most calls waiting for a slot at once.
@@ -174,7 +179,7 @@ pub async fn bulkhead_case(setup: Bulkhead, config: &OverloadConfig) -> Result<B
         .context("building the service's client")?;
     let timeout = lab(config.bulkhead_call_timeout_s);
     let slots = match setup {
-        Bulkhead::Healthy | Bulkhead::NoLimit => Slots::Unbounded,
+        Bulkhead::Healthy | Bulkhead::NoLimit | Bulkhead::ClientPerProvider => Slots::Unbounded,
         Bulkhead::Shared => Slots::Shared(Arc::new(Semaphore::new(config.bulkhead_shared))),
         Bulkhead::PerProvider => Slots::PerProvider(
             [0, 1].map(|_| Arc::new(Semaphore::new(config.bulkhead_per_provider))),
@@ -188,13 +193,8 @@ pub async fn bulkhead_case(setup: Bulkhead, config: &OverloadConfig) -> Result<B
     let deadline = lab(config.bulkhead_deadline_s);
     let duration = lab(config.bulkhead_duration_s);
     let rate = config.bulkhead_rate_per_s * scale;
-    let users = |which: usize, url: String| {
-        let (slots, client, calls, waiting) = (
-            slots.clone(),
-            client.clone(),
-            calls.clone(),
-            waiting.clone(),
-        );
+    let users = |which: usize, url: String, client: reqwest::Client| {
+        let (slots, calls, waiting) = (slots.clone(), calls.clone(), waiting.clone());
         open_loop(
             rate,
             epoch,
@@ -219,7 +219,20 @@ pub async fn bulkhead_case(setup: Bulkhead, config: &OverloadConfig) -> Result<B
             },
         )
     };
-    let (fast_calls, flaky_calls) = tokio::join!(users(0, fast.url()), users(1, flaky.url()));
+    let (fast_calls, flaky_calls) = if setup == Bulkhead::ClientPerProvider {
+        let flaky_client = reqwest::Client::builder()
+            .build()
+            .context("building the flaky provider's client")?;
+        tokio::join!(
+            users(0, fast.url(), client.clone()),
+            users(1, flaky.url(), flaky_client)
+        )
+    } else {
+        tokio::join!(
+            users(0, fast.url(), client.clone()),
+            users(1, flaky.url(), client.clone())
+        )
+    };
     let summarize = |outcomes: Vec<(Duration, bool)>| {
         let mut latencies = Latencies::default();
         let mut failed = 0;
@@ -245,6 +258,7 @@ pub async fn bulkhead_case(setup: Bulkhead, config: &OverloadConfig) -> Result<B
         flaky_failed,
         fast_peak_at_provider: fast.stats().held.peak(),
         flaky_peak_at_provider: flaky.stats().held.peak(),
+        flaky_connections: flaky.connections(),
         peak_calls_in_service: calls.peak(),
         peak_waiting_for_a_slot: waiting.peak(),
     })

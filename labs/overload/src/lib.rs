@@ -150,13 +150,17 @@ pub fn in_production(summary: LatencySummary, time_scale: f64) -> LatencySummary
 /// The whole lab, as records on `out`.
 pub async fn run(mode: Mode, config: &OverloadConfig, out: &mut Output) -> Result<()> {
     out.meta(Meta::describe(SLUG, mode, config.time_scale, config)?)?;
-    eprintln!("overload: bulkheads (5 setups, side by side)");
+    eprintln!(
+        "overload: bulkheads ({} setups, side by side)",
+        bulkhead::Bulkhead::ALL.len()
+    );
     for (setup, outcome) in bulkhead::run_bulkheads(config).await.context("bulkheads")? {
         out.summary_of(&lab_kit::Series::series(&setup), &outcome)?;
     }
     eprintln!(
-        "overload: load shedding ({} loads x 4 servers)",
-        config.shedding_loads.len()
+        "overload: load shedding ({} loads x {} servers)",
+        config.shedding_loads.len(),
+        shedding::Shedding::ALL.len()
     );
     shedding::run_shedding(config, out)
         .await
@@ -168,7 +172,10 @@ pub async fn run(mode: Mode, config: &OverloadConfig, out: &mut Output) -> Resul
     {
         out.summary_of(&lab_kit::Series::series(&setup), &outcome)?;
     }
-    eprintln!("overload: the retry storm (5 clients, side by side)");
+    eprintln!(
+        "overload: the retry storm ({} clients, side by side)",
+        storm::Storm::ALL.len()
+    );
     storm::run_storm(config, out).await.context("the storm")?;
     Ok(())
 }
