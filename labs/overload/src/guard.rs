@@ -18,7 +18,7 @@ use overload_sim::breaker::{Breaker, BreakerConfig};
 use reqwest::{StatusCode, header::RETRY_AFTER};
 use tokio::{sync::Semaphore, time::Instant};
 
-use crate::retrying::{RetryBudget, full_jitter};
+use crate::retrying::{RetryTokens, full_jitter};
 
 /// The knobs of one guard.
 #[derive(Debug, Clone)]
@@ -97,7 +97,7 @@ pub struct OutboundGuard {
     config: GuardConfig,
     slots: Arc<Semaphore>,
     breaker: Mutex<Breaker>,
-    budget: Mutex<RetryBudget>,
+    budget: Mutex<RetryTokens>,
     rng: Mutex<SplitMix64>,
     epoch: Instant,
 }
@@ -108,7 +108,7 @@ impl OutboundGuard {
             client,
             slots: Arc::new(Semaphore::new(config.slots)),
             breaker: Mutex::new(Breaker::new(config.breaker)),
-            budget: Mutex::new(RetryBudget::new(
+            budget: Mutex::new(RetryTokens::new(
                 config.budget_max,
                 config.budget_per_first_try,
             )),

@@ -26,16 +26,16 @@ pub fn full_jitter(retry: u32, base: Duration, cap: Duration, rng: &mut SplitMix
 /// at most `per_first_try` to the load (gRPC's retry throttling and
 /// Finagle's budget work the same way).
 #[derive(Debug, Clone)]
-pub struct RetryBudget {
+pub struct RetryTokens {
     tokens: f64,
     max_tokens: f64,
     per_first_try: f64,
 }
 
-impl RetryBudget {
+impl RetryTokens {
     /// A full budget.
-    pub fn new(max_tokens: f64, per_first_try: f64) -> RetryBudget {
-        RetryBudget {
+    pub fn new(max_tokens: f64, per_first_try: f64) -> RetryTokens {
+        RetryTokens {
             tokens: max_tokens,
             max_tokens,
             per_first_try,

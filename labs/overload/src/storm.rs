@@ -25,7 +25,7 @@ use crate::{
     arrivals::open_loop,
     dependency::{Dependency, DependencyConfig},
     on_lab_clock,
-    retrying::{RetryBudget, full_jitter},
+    retrying::{RetryTokens, full_jitter},
 };
 
 lab_kit::series! {
@@ -125,7 +125,7 @@ struct Callers {
     retries: u32,
     scale: f64,
     timeline: Timeline,
-    budget: Mutex<RetryBudget>,
+    budget: Mutex<RetryTokens>,
     breaker: Mutex<Breaker>,
     attempts: AtomicU64,
 }
@@ -260,7 +260,7 @@ async fn storm_case(
             goodput: zeros(),
             epoch,
         },
-        budget: Mutex::new(RetryBudget::new(10.0, 0.1)),
+        budget: Mutex::new(RetryTokens::new(10.0, 0.1)),
         breaker: Mutex::new(Breaker::new(storm_breaker())),
         attempts: AtomicU64::new(0),
     });

@@ -35,7 +35,7 @@ use crate::{
     report::RunRecorder,
 };
 pub use config::{
-    ConcurrencyLimit, FailureMode, FailureWindow, OverloadConfig, Provider, ProviderConfig,
+    ConcurrencyLimit, FailureMode, FailureWindow, OverloadSimConfig, Provider, ProviderConfig,
 };
 use random::exponential;
 
@@ -136,7 +136,7 @@ struct Station {
 }
 
 struct Engine<'a> {
-    config: &'a OverloadConfig,
+    config: &'a OverloadSimConfig,
     now_ms: f64,
     seq: u64,
     events: BinaryHeap<Scheduled>,
@@ -153,7 +153,7 @@ struct Engine<'a> {
 }
 
 /// Runs the simulation.
-pub fn simulate(config: &OverloadConfig) -> OverloadRun {
+pub fn simulate(config: &OverloadSimConfig) -> OverloadRun {
     let (slots, pool_of) = config.limit.pools();
     let station = |provider: Provider| Station {
         workers: config.provider(provider).workers.max(1),

@@ -4,16 +4,16 @@
 
 use overload_sim::{
     breaker::BreakerState,
-    sim::{ConcurrencyLimit, FailureMode, OverloadConfig, OverloadRun, Provider, simulate},
+    sim::{ConcurrencyLimit, FailureMode, OverloadRun, OverloadSimConfig, Provider, simulate},
 };
 
 const FAST: Provider = Provider::Fast;
 const FLAKY: Provider = Provider::Flaky;
 
-fn hanging(limit: ConcurrencyLimit) -> OverloadConfig {
-    OverloadConfig {
+fn hanging(limit: ConcurrencyLimit) -> OverloadSimConfig {
+    OverloadSimConfig {
         limit,
-        ..OverloadConfig::default()
+        ..OverloadSimConfig::default()
     }
 }
 
@@ -90,7 +90,7 @@ fn the_breaker_opens_in_the_failure_window_and_closes_after_it() {
             flaky: 20,
         });
         config.failure.mode = mode;
-        config.breaker = Some(OverloadConfig::quick_breaker());
+        config.breaker = Some(OverloadSimConfig::quick_breaker());
         let (start, end) = (config.failure.start_ms as u64, config.failure.end_ms as u64);
         let run = simulate(&config);
         let transitions = &run.transitions;
@@ -131,7 +131,7 @@ fn the_breaker_cuts_the_calls_that_reach_the_flaky_provider_in_the_window() {
     });
     let (start, end) = (config.failure.start_ms, config.failure.end_ms);
     let without = simulate(&config);
-    config.breaker = Some(OverloadConfig::quick_breaker());
+    config.breaker = Some(OverloadSimConfig::quick_breaker());
     let with = simulate(&config);
     let (reached_without, reached_with) = (
         without.sent_between(FLAKY, start, end),
@@ -151,7 +151,7 @@ fn the_breaker_cuts_the_calls_that_reach_the_flaky_provider_in_the_window() {
 #[test]
 fn every_call_is_accounted_for_in_the_totals_and_the_buckets() {
     let mut config = hanging(ConcurrencyLimit::Shared(20));
-    config.breaker = Some(OverloadConfig::quick_breaker());
+    config.breaker = Some(OverloadSimConfig::quick_breaker());
     let run = simulate(&config);
     for provider in Provider::ALL {
         let totals = run.totals(provider);
@@ -178,12 +178,12 @@ fn every_call_is_accounted_for_in_the_totals_and_the_buckets() {
 #[test]
 fn the_same_seed_gives_the_same_run() {
     let mut config = hanging(ConcurrencyLimit::Shared(20));
-    config.breaker = Some(OverloadConfig::quick_breaker());
+    config.breaker = Some(OverloadSimConfig::quick_breaker());
     assert_eq!(simulate(&config), simulate(&config));
-    let other = OverloadConfig { seed: 2, ..config };
+    let other = OverloadSimConfig { seed: 2, ..config };
     assert_ne!(simulate(&config).totals, simulate(&other).totals);
     // The arrivals do not depend on the limit: the same requests either way.
-    let isolated = OverloadConfig {
+    let isolated = OverloadSimConfig {
         limit: ConcurrencyLimit::PerProvider {
             fast: 20,
             flaky: 20,

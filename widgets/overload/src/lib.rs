@@ -6,7 +6,7 @@
 use overload_sim::{
     breaker::{BreakerConfig, BreakerState},
     sim::{
-        ConcurrencyLimit, FailureMode, OverloadBucket, OverloadConfig, ProviderTotals,
+        ConcurrencyLimit, FailureMode, OverloadBucket, OverloadSimConfig, ProviderTotals,
         simulate as run,
     },
 };
@@ -161,7 +161,7 @@ fn bucket_row(bucket: &OverloadBucket) -> [f64; BUCKET_FIELDS.len()] {
     ]
 }
 
-/// One run of a minute, from [`OverloadConfig::default`] with the reader's
+/// One run of a minute, from [`OverloadSimConfig::default`] with the reader's
 /// inputs: both providers get `workers` and `service_ms`; the breaker, if
 /// on, gets `breaker_window` outcomes (a verdict from half of them on),
 /// its failure rate, `open_ms` and `probes`. Returns the header, the fast
@@ -185,12 +185,12 @@ pub fn simulate(
     open_ms: f64,
     probes: u32,
 ) -> Vec<f64> {
-    let mut config = OverloadConfig {
+    let mut config = OverloadSimConfig {
         seed: u64::from(seed),
         arrivals_per_s: arrivals_per_s.clamp(0.0, MAX_ARRIVALS_PER_S),
         limit: limit_of(limit_mode, limit),
         timeout_ms: timeout_ms.max(1.0),
-        ..OverloadConfig::default()
+        ..OverloadSimConfig::default()
     };
     config.failure.mode = FailureMode::ALL
         .get(failure_mode as usize)

@@ -118,9 +118,9 @@ impl ConcurrencyLimit {
     }
 }
 
-/// One run's inputs. [`OverloadConfig::default`] is the widget's starting point.
+/// One run's inputs. [`OverloadSimConfig::default`] is the widget's starting point.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct OverloadConfig {
+pub struct OverloadSimConfig {
     pub seed: u64,
     /// Requests arrive in `0..duration_ms`; what is still out then is unfinished.
     pub duration_ms: f64,
@@ -139,13 +139,13 @@ pub struct OverloadConfig {
     pub breaker: Option<BreakerConfig>,
 }
 
-impl Default for OverloadConfig {
+impl Default for OverloadSimConfig {
     /// A minute at 200 requests/s, both providers with 16 workers and 20 ms
     /// calls (an eighth of their capacity), a failure window from 20 s to
     /// 40 s in which half the flaky calls hang for 5 s, a 1 s timeout, a
     /// shared limit of 20 slots and no breaker: the bulkhead's bad case.
-    fn default() -> OverloadConfig {
-        OverloadConfig {
+    fn default() -> OverloadSimConfig {
+        OverloadSimConfig {
             seed: 1,
             duration_ms: 60_000.0,
             bucket_ms: 250.0,
@@ -173,7 +173,7 @@ impl Default for OverloadConfig {
     }
 }
 
-impl OverloadConfig {
+impl OverloadSimConfig {
     pub fn provider(&self, provider: Provider) -> &ProviderConfig {
         match provider {
             Provider::Fast => &self.fast,

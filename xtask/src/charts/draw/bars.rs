@@ -1,5 +1,6 @@
 //! Bar charts: one bar per series, its value written above it, the series
-//! names on the x axis.
+//! names on the x axis (without the family every bar shares, which the
+//! title says, and wrapped at a `-` into lines that fit under the bar).
 
 use anyhow::Result;
 use plotters::{
@@ -9,7 +10,12 @@ use plotters::{
 };
 
 use super::{Theme, label_style, plot_error, tick};
-use crate::charts::{ChartSpec, Prepared};
+use crate::charts::{ChartSpec, Prepared, layout::legend_names};
+
+/// The x axis labels' size, and roughly how wide one of its characters is.
+const LABEL_PX: u32 = 13;
+const CHAR_PX: f64 = 7.0;
+const LINE_PX: i32 = 15;
 
 pub(super) fn draw_bars(
     area: &DrawingArea<SVGBackend<'_>, Shift>,
@@ -17,11 +23,22 @@ pub(super) fn draw_bars(
     data: &Prepared,
     theme: &Theme,
 ) -> Result<()> {
-    let names: Vec<String> = data
+    let full_names: Vec<String> = data
         .series
         .iter()
         .map(|series| series.name.clone())
         .collect();
+    let names: Vec<String> = legend_names(&full_names)
+        .into_iter()
+        .map(|name| name.trim_start_matches('/').to_string())
+        .collect();
+    let slot_px = f64::from(area.dim_in_pixel().0.saturating_sub(100)) / names.len().max(1) as f64;
+    let max_chars = ((slot_px - 8.0) / CHAR_PX).floor().max(6.0) as usize;
+    let labels: Vec<Vec<String>> = names
+        .iter()
+        .map(|name| wrap_label(name, max_chars))
+        .collect();
+    let lines = labels.iter().map(Vec::len).max().unwrap_or(1) as u32;
     let values: Vec<f64> = data
         .series
         .iter()
@@ -32,7 +49,7 @@ pub(super) fn draw_bars(
     let mut chart = ChartBuilder::on(area)
         .caption(&spec.title, label_style(theme, 18))
         .margin(12)
-        .x_label_area_size(34)
+        .x_label_area_size(20 + LINE_PX as u32 * lines)
         .y_label_area_size(70)
         // A segmented range `0..n` has a segment for every value from 0 to n
         // inclusive; `0..n - 1` gives exactly one slot per bar.
@@ -41,15 +58,13 @@ pub(super) fn draw_bars(
             0f64..top,
         )
         .map_err(plot_error)?;
-    let formatter = |value: &SegmentValue<usize>| match value {
-        SegmentValue::CenterOf(index) => names.get(*index).cloned().unwrap_or_default(),
-        _ => String::new(),
-    };
+    // The names are drawn below, a line at a time: plotters writes a label
+    // on one line.
     chart
         .configure_mesh()
         .disable_x_mesh()
         .x_labels(names.len())
-        .x_label_formatter(&formatter)
+        .x_label_formatter(&|_| String::new())
         .y_label_formatter(&|value| tick(*value))
         .y_desc(spec.y_label.clone().unwrap_or_else(|| spec.y.clone()))
         .axis_style(theme.text)
@@ -59,6 +74,15 @@ pub(super) fn draw_bars(
         .light_line_style(TRANSPARENT)
         .draw()
         .map_err(plot_error)?;
+    let name_style = label_style(theme, LABEL_PX).pos(Pos::new(HPos::Center, VPos::Top));
+    for (index, lines) in labels.iter().enumerate() {
+        let (x, y) = chart.backend_coord(&(SegmentValue::CenterOf(index), 0.0));
+        for (line, text) in lines.iter().enumerate() {
+            let at = (x, y + 8 + LINE_PX * line as i32);
+            area.draw(&Text::new(text.clone(), at, name_style.clone()))
+                .map_err(plot_error)?;
+        }
+    }
     let value_style = label_style(theme, 13).pos(Pos::new(HPos::Center, VPos::Bottom));
     for (index, value) in values.iter().enumerate() {
         let colour = theme.colour(data.series[index].colour);
@@ -83,4 +107,41 @@ pub(super) fn draw_bars(
             .map_err(plot_error)?;
     }
     Ok(())
+}
+
+/// `name` in lines of at most `max_chars`, broken after a `-` (a word longer
+/// than a line stays whole).
+fn wrap_label(name: &str, max_chars: usize) -> Vec<String> {
+    let mut lines: Vec<String> = Vec::new();
+    let mut line = String::new();
+    for word in name.split_inclusive('-') {
+        if !line.is_empty() && line.len() + word.len() > max_chars {
+            lines.push(std::mem::take(&mut line));
+        }
+        line.push_str(word);
+    }
+    if !line.is_empty() || lines.is_empty() {
+        lines.push(line);
+    }
+    lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::wrap_label;
+
+    #[test]
+    fn a_long_name_wraps_after_a_dash_and_a_short_one_stays_whole() {
+        assert_eq!(
+            wrap_label("failsafe-outside-retries", 12),
+            ["failsafe-", "outside-", "retries"]
+        );
+        assert_eq!(wrap_label("own-inside-retries", 20), ["own-inside-retries"]);
+        assert_eq!(
+            wrap_label("client-per-provider", 11),
+            ["client-per-", "provider"]
+        );
+        assert_eq!(wrap_label("unbreakable", 4), ["unbreakable"]);
+        assert_eq!(wrap_label("", 4), [""]);
+    }
 }
