@@ -112,6 +112,7 @@ pub fn check_sources(project: &Project) -> Result<Problems> {
     let sources = rust_sources(project)?;
     check_rust_files(&sources, &mut problems);
     check_test_switches(project, &mut problems)?;
+    check_dev_features(project, &mut problems)?;
     check_layout(project, &chapters, &sources, &mut problems)?;
     Ok(problems)
 }
@@ -198,6 +199,55 @@ fn check_layout(
     }
     type_names::check(sources, problems);
     Ok(())
+}
+
+/// A lab's or widget's dev-dependency that turns on features changes that
+/// crate for the whole workspace's test build (cargo unifies features), so
+/// `cargo test --release` rebuilds it, and everything above it, instead of
+/// reusing the book's release build: a tokio `test-util` once doubled the
+/// labs' test time this way.
+fn check_dev_features(project: &Project, problems: &mut Problems) -> Result<()> {
+    for folder in ["labs", "widgets"] {
+        for entry in fs::read_dir(project.root.join(folder))? {
+            let manifest = entry?.path().join("Cargo.toml");
+            if !manifest.exists() {
+                continue;
+            }
+            let table: toml::Table = fs::read_to_string(&manifest)?
+                .parse()
+                .with_context(|| format!("parsing {}", manifest.display()))?;
+            let shown = manifest.strip_prefix(&project.root).unwrap_or(&manifest);
+            for (name, features) in dev_dependency_features(&table) {
+                problems.add(format!(
+                    "{}: the dev-dependency {name} turns on {features:?}; that rebuilds {name} \
+                     and every crate above it for the tests (features are unified), so \
+                     `cargo test --release` cannot reuse the book's build",
+                    shown.display()
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The dev-dependencies of a manifest that name features of their own.
+fn dev_dependency_features(manifest: &toml::Table) -> Vec<(String, Vec<String>)> {
+    let Some(dev) = manifest
+        .get("dev-dependencies")
+        .and_then(|dev| dev.as_table())
+    else {
+        return Vec::new();
+    };
+    dev.iter()
+        .filter_map(|(name, spec)| {
+            let features = spec.as_table()?.get("features")?.as_array()?;
+            let features: Vec<String> = features
+                .iter()
+                .filter_map(|feature| feature.as_str().map(str::to_string))
+                .collect();
+            (!features.is_empty()).then(|| (name.clone(), features))
+        })
+        .collect()
 }
 
 /// A target with `test = false` in its manifest (a lab's thin `main.rs`, a
@@ -294,6 +344,23 @@ pub fn files_with_extension(dir: &Path, extension: &str) -> Result<Vec<PathBuf>>
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_dev_dependency_with_features_is_named() {
+        let manifest: toml::Table = r#"
+            [dependencies]
+            tokio = { workspace = true, features = ["net"] }
+            [dev-dependencies]
+            tokio = { workspace = true, features = ["test-util"] }
+            hyper.workspace = true
+        "#
+        .parse()
+        .expect("a manifest");
+        assert_eq!(
+            super::dev_dependency_features(&manifest),
+            [("tokio".to_string(), vec!["test-util".to_string()])]
+        );
+    }
+
     use super::*;
 
     #[test]
