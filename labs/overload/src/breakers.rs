@@ -4,18 +4,12 @@
 //! logical call counts once) and inside them (every attempt counts, and an
 //! attempt the breaker refuses ends the call instead of being retried).
 
-use std::{
-    future::Future,
-    pin::Pin,
-    sync::{Arc, Mutex},
-    time::Duration,
-};
+use std::{future::Future, pin::Pin, sync::Arc, time::Duration};
 
 use anyhow::{Context, Result};
 use backoff_sim::SplitMix64;
 use failsafe::{StateMachine, backoff::Constant, failure_policy::ConsecutiveFailures};
 use lab_kit::{Series, stats::Latencies, together::side_by_side};
-use overload_sim::breaker::Breaker;
 use serde::Serialize;
 use tokio::time::Instant;
 use tower::{Layer, ServiceExt, util::BoxCloneSyncService};
@@ -26,8 +20,7 @@ use crate::{
     arrivals::open_loop,
     dependency::{Dependency, DependencyConfig},
     on_lab_clock,
-    retrying::full_jitter,
-    storm::storm_breaker,
+    retrying::{ClockedBreaker, full_jitter, lab_breaker},
 };
 
 lab_kit::series! {
@@ -117,16 +110,11 @@ enum Through {
     Refused,
 }
 
-// ANCHOR: gate
 /// One breaker, behind one shape: run this work, or refuse it.
 #[derive(Clone)]
 enum Gate {
     Open,
-    Own {
-        breaker: Arc<Mutex<Breaker>>,
-        epoch: Instant,
-        time_scale: f64,
-    },
+    Own(Arc<ClockedBreaker>),
     Failsafe(StateMachine<ConsecutiveFailures<Constant>, ()>),
     /// A tower service whose request is the work itself: the breaker's
     /// clones share one circuit.
@@ -141,26 +129,10 @@ impl Gate {
         };
         match self {
             Gate::Open => ended(work.await),
-            Gate::Own {
-                breaker,
-                epoch,
-                time_scale,
-            } => {
-                let now_ms = || (epoch.elapsed().as_secs_f64() * 1000.0 * time_scale) as u64;
-                let permit = breaker
-                    .lock()
-                    .expect("no panic holds it")
-                    .try_acquire(now_ms());
-                let Some(permit) = permit else {
-                    return Through::Refused;
-                };
-                let result = work.await;
-                breaker
-                    .lock()
-                    .expect("no panic holds it")
-                    .record(permit, now_ms(), result.is_ok());
-                ended(result)
-            }
+            Gate::Own(breaker) => match breaker.around(work.into_future(), Result::is_ok).await {
+                Some(result) => ended(result),
+                None => Through::Refused,
+            },
             Gate::Failsafe(breaker) => {
                 if !breaker.is_call_permitted() {
                     return Through::Refused;
@@ -180,18 +152,15 @@ impl Gate {
         }
     }
 }
-// ANCHOR_END: gate
 
 fn gate(setup: BreakerSetup, epoch: Instant, time_scale: f64) -> Result<Gate> {
-    let own = storm_breaker();
+    let own = lab_breaker();
     let open_for = on_lab_clock(own.open_ms as f64 / 1000.0, time_scale);
     Ok(match setup {
         BreakerSetup::NoBreaker => Gate::Open,
-        BreakerSetup::OwnOutside | BreakerSetup::OwnInside => Gate::Own {
-            breaker: Arc::new(Mutex::new(Breaker::new(own))),
-            epoch,
-            time_scale,
-        },
+        BreakerSetup::OwnOutside | BreakerSetup::OwnInside => {
+            Gate::Own(Arc::new(ClockedBreaker::new(own, epoch, time_scale)))
+        }
         BreakerSetup::FailsafeOutside | BreakerSetup::FailsafeInside => {
             let policy = failsafe::failure_policy::consecutive_failures(
                 5,
@@ -293,7 +262,6 @@ async fn breaker_case(setup: BreakerSetup, config: OverloadConfig) -> Result<Bre
             slow_until: lab(fails_until),
             work_outlives_caller: false,
             queue_limit: None,
-            retry_after_s: 1,
         },
         epoch,
     )

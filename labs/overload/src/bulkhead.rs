@@ -71,10 +71,9 @@ type Call = BoxCloneSyncService<String, reqwest::StatusCode, anyhow::Error>;
 #[derive(Clone)]
 enum Slots {
     Unbounded,
-    /// One semaphore, both providers.
-    Shared(Arc<Semaphore>),
-    /// One semaphore each: `[fast, flaky]`.
-    PerProvider([Arc<Semaphore>; 2]),
+    /// A semaphore for each provider, `[fast, flaky]`: one each, or one
+    /// shared pool given to both.
+    Semaphores([Arc<Semaphore>; 2]),
     /// One `ConcurrencyLimit` each; a clone shares its semaphore.
     Tower([ConcurrencyLimit<Call>; 2]),
 }
@@ -91,23 +90,12 @@ async fn call(
     let request = client.get(&url).timeout(timeout);
     let status = match slots {
         Slots::Unbounded => request.send().await?.status(),
-        Slots::Shared(slots) => {
-            let slot = {
-                let _waiting = waiting.enter();
-                slots.acquire_owned().await?
-            };
-            let status = request.send().await?.status();
-            drop(slot);
-            status
-        }
-        Slots::PerProvider(slots) => {
-            let slot = {
+        Slots::Semaphores(slots) => {
+            let _slot = {
                 let _waiting = waiting.enter();
                 Arc::clone(&slots[which]).acquire_owned().await?
             };
-            let status = request.send().await?.status();
-            drop(slot);
-            status
+            request.send().await?.status()
         }
         Slots::Tower(mut limits) => {
             let limit = &mut limits[which];
@@ -166,7 +154,6 @@ pub async fn bulkhead_case(setup: Bulkhead, config: &OverloadConfig) -> Result<B
         },
         work_outlives_caller: false,
         queue_limit: None,
-        retry_after_s: 1,
     };
     let fast = Dependency::start(provider(false), epoch)
         .await
@@ -180,8 +167,11 @@ pub async fn bulkhead_case(setup: Bulkhead, config: &OverloadConfig) -> Result<B
     let timeout = lab(config.bulkhead_call_timeout_s);
     let slots = match setup {
         Bulkhead::Healthy | Bulkhead::NoLimit | Bulkhead::ClientPerProvider => Slots::Unbounded,
-        Bulkhead::Shared => Slots::Shared(Arc::new(Semaphore::new(config.bulkhead_shared))),
-        Bulkhead::PerProvider => Slots::PerProvider(
+        Bulkhead::Shared => {
+            let pool = Arc::new(Semaphore::new(config.bulkhead_shared));
+            Slots::Semaphores([Arc::clone(&pool), pool])
+        }
+        Bulkhead::PerProvider => Slots::Semaphores(
             [0, 1].map(|_| Arc::new(Semaphore::new(config.bulkhead_per_provider))),
         ),
         Bulkhead::PerProviderTower => Slots::Tower(

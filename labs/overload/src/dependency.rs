@@ -43,8 +43,10 @@ pub struct DependencyConfig {
     /// With `Some(n)`: when every worker is busy and `n` requests already
     /// wait, answer 503 with `Retry-After` at once instead of queueing.
     pub queue_limit: Option<usize>,
-    pub retry_after_s: u64,
 }
+
+/// The `Retry-After` a shedding server sends, in seconds.
+pub const RETRY_AFTER_S: u64 = 1;
 
 /// What a dependency counted; every gauge is shared with the running server.
 #[derive(Debug, Clone, Default)]
@@ -55,8 +57,6 @@ pub struct DependencyStats {
     pub waiting: Gauge,
     /// Requests served to the end (whether or not anyone still waited).
     pub served: Arc<AtomicU64>,
-    /// Requests refused with 503 because the queue was full.
-    pub shed: Arc<AtomicU64>,
     /// Requests that arrived, and those that arrived during the slow spell.
     pub arrived: Arc<AtomicU64>,
     pub arrived_in_spell: Arc<AtomicU64>,
@@ -132,8 +132,7 @@ async fn work(State(state): State<Arc<DependencyState>>) -> Response {
         && state.workers.available_permits() == 0
         && stats.waiting.now() >= limit as u64
     {
-        stats.shed.fetch_add(1, Ordering::Relaxed);
-        let retry_after = HeaderValue::from(state.config.retry_after_s);
+        let retry_after = HeaderValue::from(RETRY_AFTER_S);
         return (
             StatusCode::SERVICE_UNAVAILABLE,
             [(RETRY_AFTER, retry_after)],
@@ -163,9 +162,8 @@ async fn serve_one(state: Arc<DependencyState>) -> bool {
         return false;
     };
     drop(waiting);
-    let since_epoch = state.epoch.elapsed();
     let config = &state.config;
-    let slow = since_epoch >= config.slow_from && since_epoch < config.slow_until;
+    let slow = state.in_spell();
     tokio::time::sleep(if slow {
         config.slow_service
     } else {

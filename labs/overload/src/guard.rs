@@ -14,11 +14,11 @@ use std::{
 };
 
 use backoff_sim::SplitMix64;
-use overload_sim::breaker::{Breaker, BreakerConfig};
+use overload_sim::breaker::BreakerConfig;
 use reqwest::{StatusCode, header::RETRY_AFTER};
 use tokio::{sync::Semaphore, time::Instant};
 
-use crate::retrying::{RetryTokens, full_jitter};
+use crate::retrying::{ClockedBreaker, RetryTokens, full_jitter};
 
 /// The knobs of one guard.
 #[derive(Debug, Clone)]
@@ -96,10 +96,9 @@ pub struct OutboundGuard {
     client: reqwest::Client,
     config: GuardConfig,
     slots: Arc<Semaphore>,
-    breaker: Mutex<Breaker>,
+    breaker: ClockedBreaker,
     budget: Mutex<RetryTokens>,
     rng: Mutex<SplitMix64>,
-    epoch: Instant,
 }
 
 impl OutboundGuard {
@@ -107,19 +106,15 @@ impl OutboundGuard {
         OutboundGuard {
             client,
             slots: Arc::new(Semaphore::new(config.slots)),
-            breaker: Mutex::new(Breaker::new(config.breaker)),
+            // Real time: the guard's breaker runs on the process's clock.
+            breaker: ClockedBreaker::new(config.breaker, Instant::now(), 1.0),
             budget: Mutex::new(RetryTokens::new(
                 config.budget_max,
                 config.budget_per_first_try,
             )),
             rng: Mutex::new(SplitMix64::new(config.seed)),
-            epoch: Instant::now(),
             config,
         }
-    }
-
-    fn now_ms(&self) -> u64 {
-        self.epoch.elapsed().as_millis() as u64
     }
 
     // ANCHOR: guard
@@ -140,23 +135,14 @@ impl OutboundGuard {
                     return Err(GuardError::BudgetSpent(last));
                 }
             }
-            // 3. The breaker, around this attempt only.
-            let permit = self
-                .breaker
-                .lock()
-                .expect("no panic holds it")
-                .try_acquire(self.now_ms());
-            let Some(permit) = permit else {
+            // 3. The breaker, around this attempt only. 4. The attempt,
+            // with its own timeout.
+            let outcome = self.breaker.around(self.attempt(url), |outcome| {
+                !matches!(outcome, Attempt::Retry(..))
+            });
+            let Some(outcome) = outcome.await else {
                 return Err(GuardError::BreakerOpen);
             };
-            // 4. The attempt, with its own timeout.
-            let outcome = self.attempt(url).await;
-            let success = !matches!(outcome, Attempt::Retry(..));
-            let now_ms = self.now_ms();
-            self.breaker
-                .lock()
-                .expect("no panic holds it")
-                .record(permit, now_ms, success);
             match outcome {
                 Attempt::Success(response) | Attempt::Final(response) => return Ok(response),
                 Attempt::Retry(failure, asked) => {

@@ -129,6 +129,11 @@ impl OverloadConfig {
             seed: 2015,
         }
     }
+
+    /// Part 2's server: requests a second its workers finish, in production time.
+    pub fn shedding_capacity_per_s(&self) -> f64 {
+        self.shedding_workers as f64 / (self.shedding_service_ms / 1000.0)
+    }
 }
 
 /// A production duration on a compressed clock.

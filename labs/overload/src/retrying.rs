@@ -1,9 +1,78 @@
-//! Retrying, shared by the storm, the breakers and the outbound guard: a
-//! retry budget, and the full-jitter pause before a retry.
+//! Retrying and breaking, shared by the storm, the breakers and the outbound
+//! guard: a retry budget, the full-jitter pause before a retry, and the
+//! lab's circuit breaker on a clock.
 
-use std::time::Duration;
+use std::{future::Future, sync::Mutex, time::Duration};
 
 use backoff_sim::{SplitMix64, Strategy, backoff_ms};
+use overload_sim::breaker::{Breaker, BreakerConfig, BreakerState};
+use tokio::time::Instant;
+
+/// The breaker every part of the lab uses, in production milliseconds: open
+/// at half of the last 20 calls failing (at least 10), for 1 s, then probe
+/// with 5 calls.
+pub fn lab_breaker() -> BreakerConfig {
+    BreakerConfig {
+        window: 20,
+        min_calls: 10,
+        failure_rate: 0.5,
+        open_ms: 1_000,
+        half_open_probes: 5,
+    }
+}
+
+/// `overload_sim`'s breaker (a state machine over a caller's clock) on this
+/// process's clock, scaled back to production milliseconds by `time_scale`.
+pub struct ClockedBreaker {
+    breaker: Mutex<Breaker>,
+    epoch: Instant,
+    time_scale: f64,
+}
+
+impl ClockedBreaker {
+    /// Times run from `epoch`.
+    pub fn new(config: BreakerConfig, epoch: Instant, time_scale: f64) -> ClockedBreaker {
+        ClockedBreaker {
+            breaker: Mutex::new(Breaker::new(config)),
+            epoch,
+            time_scale,
+        }
+    }
+
+    fn now_ms(&self) -> u64 {
+        (self.epoch.elapsed().as_secs_f64() * 1000.0 * self.time_scale) as u64
+    }
+
+    fn breaker(&self) -> std::sync::MutexGuard<'_, Breaker> {
+        // A std Mutex: held for a few comparisons, never across an .await.
+        self.breaker.lock().expect("no panic holds it")
+    }
+
+    /// Runs `attempt` if the breaker lets it, and records whether `succeeded`
+    /// says it did; `None` when the breaker refused (the attempt never ran).
+    pub async fn around<T>(
+        &self,
+        attempt: impl Future<Output = T>,
+        succeeded: impl FnOnce(&T) -> bool,
+    ) -> Option<T> {
+        let permit = self.breaker().try_acquire(self.now_ms())?;
+        let outcome = attempt.await;
+        let success = succeeded(&outcome);
+        let now_ms = self.now_ms();
+        self.breaker().record(permit, now_ms, success);
+        Some(outcome)
+    }
+
+    /// When the breaker opened, in production seconds since `epoch`.
+    pub fn opened_s(&self) -> Vec<f64> {
+        self.breaker()
+            .transitions()
+            .iter()
+            .filter(|(_, state)| *state == BreakerState::Open)
+            .map(|(at_ms, _)| *at_ms as f64 / 1000.0)
+            .collect()
+    }
+}
 
 /// The pause before retry number `retry` (1 for the first): uniform between
 /// zero and `base * 2^retry`, capped.

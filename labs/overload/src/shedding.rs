@@ -14,7 +14,7 @@ use axum::{
     BoxError, Router,
     error_handling::HandleErrorLayer,
     extract::State,
-    http::{StatusCode, header::RETRY_AFTER},
+    http::{HeaderValue, StatusCode, header::RETRY_AFTER},
     response::IntoResponse,
     routing::get,
 };
@@ -31,8 +31,8 @@ use tower::{ServiceBuilder, limit::GlobalConcurrencyLimitLayer};
 use crate::{
     OverloadConfig,
     arrivals::open_loop,
-    dependency::{Dependency, DependencyConfig},
-    on_lab_clock,
+    dependency::{Dependency, DependencyConfig, RETRY_AFTER_S},
+    in_production, on_lab_clock,
 };
 
 lab_kit::series! {
@@ -86,7 +86,10 @@ impl Server {
 fn load_shedding_app(workers: usize, service: Duration) -> Router {
     let shed = ServiceBuilder::new()
         .layer(HandleErrorLayer::new(|_: BoxError| async {
-            (StatusCode::SERVICE_UNAVAILABLE, [(RETRY_AFTER, "1")])
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                [(RETRY_AFTER, HeaderValue::from(RETRY_AFTER_S))],
+            )
         }))
         .load_shed()
         // Not `.concurrency_limit(workers)`: under `Router::layer` that is a
@@ -133,7 +136,11 @@ async fn rate_limited(State(limited): State<Arc<Limited>>) -> impl IntoResponse 
     // A std Mutex: held for a few arithmetic operations, never across an await.
     let admitted = limited.bucket.lock().expect("no panic holds it").try_take();
     if !admitted {
-        return (StatusCode::TOO_MANY_REQUESTS, [(RETRY_AFTER, "1")]).into_response();
+        return (
+            StatusCode::TOO_MANY_REQUESTS,
+            [(RETRY_AFTER, HeaderValue::from(RETRY_AFTER_S))],
+        )
+            .into_response();
     }
     let Ok(_worker) = limited.workers.acquire().await else {
         return StatusCode::SERVICE_UNAVAILABLE.into_response();
@@ -154,7 +161,6 @@ async fn start(kind: Shedding, config: &OverloadConfig) -> Result<Server> {
         slow_until: Duration::ZERO,
         work_outlives_caller,
         queue_limit: None,
-        retry_after_s: 1,
     };
     Ok(match kind {
         Shedding::Queue => {
@@ -194,7 +200,7 @@ enum Answer {
 async fn shed_point(kind: Shedding, offered_x: f64, config: OverloadConfig) -> Result<ShedPoint> {
     let server = start(kind, &config).await.context("starting the server")?;
     let scale = config.time_scale;
-    let capacity_per_s = config.shedding_workers as f64 / (config.shedding_service_ms / 1000.0);
+    let capacity_per_s = config.shedding_capacity_per_s();
     let client = reqwest::Client::builder()
         .build()
         .context("building the client")?;
@@ -229,15 +235,15 @@ async fn shed_point(kind: Shedding, offered_x: f64, config: OverloadConfig) -> R
             Answer::TimedOut => timed_out += 1,
         }
     }
-    let summary = ok.summary();
+    let summary = in_production(ok.summary(), scale);
     let goodput_per_s = summary.count as f64 / config.shedding_point_s;
     Ok(ShedPoint {
         offered_x,
         offered_per_s: offered_x * capacity_per_s,
         goodput_per_s,
         goodput_pct_of_capacity: 100.0 * goodput_per_s / capacity_per_s,
-        ok_p50_ms: summary.p50_ms * scale,
-        ok_p99_ms: summary.p99_ms * scale,
+        ok_p50_ms: summary.p50_ms,
+        ok_p99_ms: summary.p99_ms,
         timed_out,
         refused,
     })
@@ -282,7 +288,7 @@ pub async fn run_shedding(config: &OverloadConfig, out: &mut Output) -> Result<(
         let summary = ShedSummary {
             workers: config.shedding_workers,
             service_ms: config.shedding_service_ms,
-            capacity_per_s: config.shedding_workers as f64 / (config.shedding_service_ms / 1000.0),
+            capacity_per_s: config.shedding_capacity_per_s(),
             lowest_load_x: lowest.offered_x,
             goodput_pct_at_lowest_load: lowest.goodput_pct_of_capacity,
             highest_load_x: highest.offered_x,

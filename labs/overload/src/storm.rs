@@ -16,7 +16,6 @@ use std::{
 use anyhow::{Context, Result};
 use backoff_sim::SplitMix64;
 use lab_kit::{Output, Series, together::side_by_side};
-use overload_sim::breaker::{Breaker, BreakerConfig};
 use serde::Serialize;
 use tokio::time::Instant;
 
@@ -25,7 +24,7 @@ use crate::{
     arrivals::open_loop,
     dependency::{Dependency, DependencyConfig},
     on_lab_clock,
-    retrying::{RetryTokens, full_jitter},
+    retrying::{ClockedBreaker, RetryTokens, full_jitter, lab_breaker},
 };
 
 lab_kit::series! {
@@ -126,15 +125,8 @@ struct Callers {
     scale: f64,
     timeline: Timeline,
     budget: Mutex<RetryTokens>,
-    breaker: Mutex<Breaker>,
+    breaker: ClockedBreaker,
     attempts: AtomicU64,
-}
-
-impl Callers {
-    /// Production milliseconds since the run began: the breaker's clock.
-    fn now_ms(&self) -> u64 {
-        (self.timeline.epoch.elapsed().as_secs_f64() * 1000.0 * self.scale) as u64
-    }
 }
 
 // ANCHOR: user
@@ -166,40 +158,31 @@ async fn user(callers: Arc<Callers>, seed: u64) {
                 tokio::time::sleep(pause.div_f64(callers.scale)).await;
             }
         }
-        let permit = if callers.variant == Storm::Breaker {
-            let permit = callers
-                .breaker
-                .lock()
-                .expect("no panic holds it")
-                .try_acquire(callers.now_ms());
-            // Refused: fail fast, and do not retry what the breaker refused.
-            let Some(permit) = permit else { return };
-            Some(permit)
-        } else {
-            None
-        };
         let timeline = &callers.timeline;
-        timeline.count(if attempt == 0 {
-            &timeline.first_tries
+        let one_attempt = async {
+            timeline.count(if attempt == 0 {
+                &timeline.first_tries
+            } else {
+                &timeline.retries
+            });
+            callers.attempts.fetch_add(1, Ordering::Relaxed);
+            let answer = callers
+                .client
+                .get(&callers.url)
+                .timeout(callers.attempt_timeout)
+                .send()
+                .await;
+            matches!(&answer, Ok(response) if response.status().is_success())
+        };
+        let ok = if callers.variant == Storm::Breaker {
+            // Refused: fail fast, and do not retry what the breaker refused.
+            let Some(ok) = callers.breaker.around(one_attempt, |ok| *ok).await else {
+                return;
+            };
+            ok
         } else {
-            &timeline.retries
-        });
-        callers.attempts.fetch_add(1, Ordering::Relaxed);
-        let answer = callers
-            .client
-            .get(&callers.url)
-            .timeout(callers.attempt_timeout)
-            .send()
-            .await;
-        let ok = matches!(&answer, Ok(response) if response.status().is_success());
-        if let Some(permit) = permit {
-            let now_ms = callers.now_ms();
-            callers
-                .breaker
-                .lock()
-                .expect("no panic holds it")
-                .record(permit, now_ms, ok);
-        }
+            one_attempt.await
+        };
         if ok {
             timeline.count(&timeline.goodput);
             return;
@@ -207,17 +190,6 @@ async fn user(callers: Arc<Callers>, seed: u64) {
     }
 }
 // ANCHOR_END: user
-
-/// The breaker of the `breaker` variant, in production milliseconds.
-pub fn storm_breaker() -> BreakerConfig {
-    BreakerConfig {
-        window: 20,
-        min_calls: 10,
-        failure_rate: 0.5,
-        open_ms: 1_000,
-        half_open_probes: 5,
-    }
-}
 
 async fn storm_case(
     variant: Storm,
@@ -235,7 +207,6 @@ async fn storm_case(
             slow_until: lab(config.storm_outage_until_s),
             work_outlives_caller: true,
             queue_limit: (variant == Storm::ServerSheds).then_some(config.storm_queue_limit),
-            retry_after_s: 1,
         },
         epoch,
     )
@@ -261,7 +232,7 @@ async fn storm_case(
             epoch,
         },
         budget: Mutex::new(RetryTokens::new(10.0, 0.1)),
-        breaker: Mutex::new(Breaker::new(storm_breaker())),
+        breaker: ClockedBreaker::new(lab_breaker(), epoch, scale),
         attempts: AtomicU64::new(0),
     });
     // The queue at the dependency, read at the end of every bucket.
@@ -331,15 +302,7 @@ fn summarize(
         .find(|index| (*index..=last_window).all(good_window))
         .map(|index| samples[index].t_s);
     let attempts = callers.attempts.load(Ordering::Relaxed);
-    let breaker_opened_s = callers
-        .breaker
-        .lock()
-        .expect("no panic holds it")
-        .transitions()
-        .iter()
-        .filter(|(_, state)| *state == overload_sim::breaker::BreakerState::Open)
-        .map(|(at_ms, _)| *at_ms as f64 / 1000.0)
-        .collect();
+    let breaker_opened_s = callers.breaker.opened_s();
     StormOutcome {
         outage_from_s: config.storm_outage_from_s,
         outage_until_s: config.storm_outage_until_s,

@@ -111,8 +111,9 @@ pub fn check_sources(project: &Project) -> Result<Problems> {
     }
     let sources = rust_sources(project)?;
     check_rust_files(&sources, &mut problems);
-    check_test_switches(project, &mut problems)?;
-    check_dev_features(project, &mut problems)?;
+    let manifests = member_manifests(project)?;
+    check_test_switches(project, &manifests, &mut problems)?;
+    check_dev_features(project, &manifests, &mut problems);
     check_layout(project, &chapters, &sources, &mut problems)?;
     Ok(problems)
 }
@@ -206,7 +207,26 @@ fn check_layout(
 /// `cargo test --release` rebuilds it, and everything above it, instead of
 /// reusing the book's release build: a tokio `test-util` once doubled the
 /// labs' test time this way.
-fn check_dev_features(project: &Project, problems: &mut Problems) -> Result<()> {
+fn check_dev_features(project: &Project, manifests: &[Manifest], problems: &mut Problems) {
+    for (manifest, table) in manifests {
+        let shown = manifest.strip_prefix(&project.root).unwrap_or(manifest);
+        for (name, features) in dev_dependency_features(table) {
+            problems.add(format!(
+                "{}: the dev-dependency {name} turns on {features:?}; that rebuilds {name} \
+                 and every crate above it for the tests (features are unified), so \
+                 `cargo test --release` cannot reuse the book's build",
+                shown.display()
+            ));
+        }
+    }
+}
+
+/// A lab's or widget's Cargo.toml: where it is, and what it says.
+type Manifest = (std::path::PathBuf, toml::Table);
+
+/// Every lab's and widget's manifest, parsed.
+fn member_manifests(project: &Project) -> Result<Vec<Manifest>> {
+    let mut manifests = Vec::new();
     for folder in ["labs", "widgets"] {
         for entry in fs::read_dir(project.root.join(folder))? {
             let manifest = entry?.path().join("Cargo.toml");
@@ -216,18 +236,10 @@ fn check_dev_features(project: &Project, problems: &mut Problems) -> Result<()> 
             let table: toml::Table = fs::read_to_string(&manifest)?
                 .parse()
                 .with_context(|| format!("parsing {}", manifest.display()))?;
-            let shown = manifest.strip_prefix(&project.root).unwrap_or(&manifest);
-            for (name, features) in dev_dependency_features(&table) {
-                problems.add(format!(
-                    "{}: the dev-dependency {name} turns on {features:?}; that rebuilds {name} \
-                     and every crate above it for the tests (features are unified), so \
-                     `cargo test --release` cannot reuse the book's build",
-                    shown.display()
-                ));
-            }
+            manifests.push((manifest, table));
         }
     }
-    Ok(())
+    Ok(manifests)
 }
 
 /// The dev-dependencies of a manifest that name features of their own.
@@ -253,22 +265,13 @@ fn dev_dependency_features(manifest: &toml::Table) -> Vec<(String, Vec<String>)>
 /// A target with `test = false` in its manifest (a lab's thin `main.rs`, a
 /// library whose tests live in tests/) must hold no test, or `cargo test`
 /// would skip it without a word.
-fn check_test_switches(project: &Project, problems: &mut Problems) -> Result<()> {
-    let mut manifests = Vec::new();
-    for folder in ["labs", "widgets"] {
-        for entry in fs::read_dir(project.root.join(folder))? {
-            let manifest = entry?.path().join("Cargo.toml");
-            if manifest.exists() {
-                manifests.push(manifest);
-            }
-        }
-    }
-    for manifest in manifests {
+fn check_test_switches(
+    project: &Project,
+    manifests: &[Manifest],
+    problems: &mut Problems,
+) -> Result<()> {
+    for (manifest, table) in manifests {
         let dir = manifest.parent().unwrap_or(&project.root);
-        let text = fs::read_to_string(&manifest)?;
-        let table: toml::Table = text
-            .parse()
-            .with_context(|| format!("parsing {}", manifest.display()))?;
         let mut switched_off = Vec::new();
         if let Some(lib) = table.get("lib").and_then(|lib| lib.as_table())
             && lib.get("test").and_then(|test| test.as_bool()) == Some(false)
@@ -300,7 +303,7 @@ fn check_test_switches(project: &Project, problems: &mut Problems) -> Result<()>
                 problems.add(format!(
                     "{} holds a test, but its target says test = false in {}: cargo test would skip it",
                     relative.display(),
-                    manifest.strip_prefix(&project.root).unwrap_or(&manifest).display()
+                    manifest.strip_prefix(&project.root).unwrap_or(manifest).display()
                 ));
             }
         }
