@@ -106,6 +106,60 @@ export async function ready(name) {
   return { state: window[stateName], root, loadMs: performance.now() - started };
 }
 
+/** Resolves at the next animation frame, so the browser can paint in between. */
+export const nextFrame = () => new Promise((resolve) => requestAnimationFrame(() => resolve()));
+
+/**
+ * Runs a widget's browser check: waits for the widget `name` (bounded, see
+ * `ready`), finds its canvas and its `.<name>-totals` line, calls
+ * `body({ state, root, canvas, totals, errors, metrics })`, and always ends
+ * with `done({ errors, metrics })`, a thrown error added to `errors`.
+ */
+export async function check(name, done, body) {
+  const errors = [];
+  const metrics = {};
+  try {
+    const { state, root, loadMs } = await ready(name);
+    metrics.load_ms = loadMs;
+    const canvas = root.querySelector('canvas');
+    const totals = root.querySelector(`.${name}-totals`);
+    if (!canvas || !totals) throw new Error('the widget has no canvas or no totals line');
+    await body({ state, root, canvas, totals, errors, metrics });
+  } catch (error) {
+    errors.push(String((error && error.stack) || error));
+  }
+  done({ errors, metrics });
+}
+
+/**
+ * Input-to-redraw: calls `input(step)` for `steps` steps, one per frame, and
+ * records the widget's own redraw times as `redraw_*` metrics; an error if
+ * the widget did not redraw once per input, or (given `budgetMs`) if the
+ * median is over it.
+ */
+export async function measureRedraws(state, steps, input, { errors, metrics }, budgetMs) {
+  state.redrawTimesMs.length = 0;
+  const redrawsBefore = state.redraws;
+  for (let step = 0; step < steps; step++) {
+    input(step);
+    await nextFrame();
+  }
+  const redraws = state.redraws - redrawsBefore;
+  if (redraws !== steps) errors.push(`expected ${steps} redraws, saw ${redraws}`);
+  const times = state.redrawTimesMs.slice();
+  if (times.length === 0) {
+    errors.push('no input-to-redraw time was recorded');
+    return;
+  }
+  metrics.redraw_median_ms = percentile(times, 50);
+  metrics.redraw_p95_ms = percentile(times, 95);
+  metrics.redraw_max_ms = Math.max(...times);
+  metrics.redraw_samples = times.length;
+  if (budgetMs !== undefined && !(metrics.redraw_median_ms < budgetMs)) {
+    errors.push(`input-to-redraw median ${metrics.redraw_median_ms} ms, over ${budgetMs} ms`);
+  }
+}
+
 /** Sets an input's value and dispatches `eventName`, as a reader's change would. */
 export function setValue(input, value, eventName) {
   input.value = String(value);

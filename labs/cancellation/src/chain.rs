@@ -86,6 +86,18 @@ impl Hop {
 }
 // ANCHOR_END: budget
 
+impl Hop {
+    /// A request that arrives now: its deadline, and the id the edge gave it
+    /// (0 without one).
+    fn arrival(&self, headers: &HeaderMap) -> (Instant, u64) {
+        let id = headers
+            .get("x-request-id")
+            .and_then(|value| value.to_str().ok()?.parse::<u64>().ok())
+            .unwrap_or(0);
+        (self.deadline(Instant::now(), headers), id)
+    }
+}
+
 #[derive(Clone)]
 struct Forwarder {
     hop: Hop,
@@ -96,12 +108,7 @@ struct Forwarder {
 
 /// The edge and the middle: work of their own, then the next hop.
 async fn forward(State(forwarder): State<Forwarder>, headers: HeaderMap) -> StatusCode {
-    let arrived = Instant::now();
-    let deadline = forwarder.hop.deadline(arrived, &headers);
-    let id = headers
-        .get("x-request-id")
-        .and_then(|value| value.to_str().ok()?.parse::<u64>().ok())
-        .unwrap_or(0);
+    let (deadline, id) = forwarder.hop.arrival(&headers);
     tokio::time::sleep(forwarder.work_first).await;
     let Some((timeout, budget)) = forwarder.hop.outbound(deadline) else {
         return StatusCode::GATEWAY_TIMEOUT;
@@ -130,12 +137,7 @@ struct Backend {
 }
 
 async fn backend(State(backend): State<Backend>, headers: HeaderMap) -> StatusCode {
-    let arrived = Instant::now();
-    let deadline = backend.hop.deadline(arrived, &headers);
-    let id = headers
-        .get("x-request-id")
-        .and_then(|value| value.to_str().ok()?.parse::<u64>().ok())
-        .unwrap_or(0);
+    let (deadline, id) = backend.hop.arrival(&headers);
     if backend.hop.outbound(deadline).is_none() {
         return StatusCode::GATEWAY_TIMEOUT;
     }

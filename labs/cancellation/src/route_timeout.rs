@@ -7,12 +7,9 @@ use std::{sync::Arc, time::Duration};
 
 use anyhow::{Context, Result};
 use axum::{Router, extract::State, http::StatusCode, routing::get};
-use lab_kit::server::spawn_axum;
+use lab_kit::{net::send_raw_get, server::spawn_axum};
 use serde::Serialize;
-use tokio::{
-    io::{AsyncReadExt, AsyncWriteExt},
-    net::TcpStream,
-};
+use tokio::io::AsyncReadExt;
 use tokio_util::sync::CancellationToken;
 use tower_http::timeout::TimeoutLayer;
 
@@ -136,13 +133,7 @@ pub async fn route_case(
     let server = spawn_axum(router(kind, route)).await?;
     // A raw client, so every byte the server sends is seen: one request,
     // then read to the end of the connection.
-    let mut stream = TcpStream::connect(server.addr)
-        .await
-        .context("connecting")?;
-    stream
-        .write_all(b"GET /order HTTP/1.1\r\nhost: lab\r\nconnection: close\r\n\r\n")
-        .await
-        .context("sending the request")?;
+    let mut stream = send_raw_get(server.addr, "/order").await?;
     let mut received = Vec::new();
     let read = tokio::time::timeout(work_time * 3, stream.read_to_end(&mut received)).await;
     probe.mark(|marks, now| marks.client_done_ms = Some(now));

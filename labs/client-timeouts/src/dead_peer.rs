@@ -172,14 +172,10 @@ pub async fn watch_one(watcher: Watcher, config: &ClientTimeoutsConfig) -> Resul
 
 /// Every watcher side by side; summaries `dead-peer/<watcher>`.
 pub async fn run_dead_peer(config: &ClientTimeoutsConfig, out: &mut Output) -> Result<()> {
-    let all = side_by_side(
-        Watcher::ALL,
-        |watcher| format!("watcher {}", watcher.name()),
-        |watcher| {
-            let config = config.clone();
-            async move { watch_one(watcher, &config).await }
-        },
-    )
+    let all = side_by_side(Watcher::ALL, Series::series, |watcher| {
+        let config = config.clone();
+        async move { watch_one(watcher, &config).await }
+    })
     .await?;
     for (watcher, watched) in &all {
         out.summary_of(&watcher.series(), watched)?;

@@ -21,13 +21,9 @@ use axum::{
     response::{IntoResponse, Response},
 };
 use http_body_util::BodyExt;
-use lab_kit::{Output, server::spawn_axum};
+use lab_kit::{Output, net::send_raw_get, server::spawn_axum};
 use serde::Serialize;
-use tokio::{
-    io::{AsyncReadExt, AsyncWriteExt},
-    net::TcpStream,
-    time::Instant,
-};
+use tokio::{io::AsyncReadExt, time::Instant};
 
 use crate::{
     ClientTimeoutsConfig,
@@ -160,13 +156,7 @@ async fn raw_get(
     bound: Duration,
     leave_after: Option<Duration>,
 ) -> Result<(Vec<u8>, &'static str)> {
-    let mut stream = TcpStream::connect(addr)
-        .await
-        .context("connecting to the proxy")?;
-    stream
-        .write_all(b"GET /item HTTP/1.1\r\nhost: lab\r\nconnection: close\r\n\r\n")
-        .await
-        .context("sending the request")?;
+    let mut stream = send_raw_get(addr, "/item").await?;
     if let Some(wait) = leave_after {
         tokio::time::sleep(wait).await;
         return Ok((Vec::new(), "client left"));

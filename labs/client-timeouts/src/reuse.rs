@@ -19,7 +19,7 @@ use std::{
 };
 
 use anyhow::{Context as _, Result};
-use lab_kit::{Output, together::side_by_side};
+use lab_kit::{Output, Series, together::side_by_side};
 use serde::Serialize;
 use tokio::{sync::watch, time::Instant};
 
@@ -295,14 +295,10 @@ fn timeline_series(outcome: &str) -> &'static str {
 /// Every policy side by side; samples `timeline/<outcome>`, summaries
 /// `step/<policy>/<n>`.
 pub async fn run_checks(config: &ClientTimeoutsConfig, out: &mut Output) -> Result<()> {
-    let checked = side_by_side(
-        Policy::ALL,
-        |policy| format!("policy {}", policy.name()),
-        |policy| {
-            let config = config.clone();
-            async move { check(policy, &config).await }
-        },
-    )
+    let checked = side_by_side(Policy::ALL, Series::series, |policy| {
+        let config = config.clone();
+        async move { check(policy, &config).await }
+    })
     .await?;
     let mut all: Vec<_> = checked.into_iter().flat_map(|(_, steps)| steps).collect();
     all.sort_by(|a, b| a.row.total_cmp(&b.row).then(a.step.cmp(&b.step)));

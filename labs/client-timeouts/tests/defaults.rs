@@ -12,12 +12,9 @@ fn field<'a>(point: &'a Point, name: &str) -> &'a Value {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_client_defaults_are_what_the_chapter_says() {
+async fn the_client_defaults_are_what_the_chapter_says() -> anyhow::Result<()> {
     let config = ClientTimeoutsConfig::for_mode(Mode::Quick);
-    let mut out = Output::collect();
-    run_defaults(&config, &mut out)
-        .await
-        .expect("the defaults run");
+    let out = Output::collect_part(&config, run_defaults).await?;
     let summary = |series: &str| out.summary(series).expect(series).clone();
 
     let reqwest = summary("defaults/reqwest");
@@ -68,4 +65,5 @@ async fn the_client_defaults_are_what_the_chapter_says() {
             "{series} closed before its timeout: {point:?}"
         );
     }
+    Ok(())
 }

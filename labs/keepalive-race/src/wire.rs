@@ -198,86 +198,24 @@ impl Wire {
         }
     }
 
-    /// Reads a complete response to a request with method `method`.
-    pub async fn read_response(&mut self, method: &str) -> Result<Response, WireError> {
+    /// Reads one message head: `parse` returns the head's length and what it
+    /// keeps of it once the buffer holds all of it. `Ok(None)` when the peer
+    /// closed before sending a byte of it.
+    async fn read_head<T>(
+        &mut self,
+        what: &str,
+        mut parse: impl FnMut(&[u8]) -> Result<Option<(usize, T)>, httparse::Error>,
+    ) -> Result<Option<T>, WireError> {
         loop {
-            let mut header_slots = [httparse::EMPTY_HEADER; 64];
-            let mut parsed = httparse::Response::new(&mut header_slots);
-            match parsed.parse(&self.buffer) {
-                Ok(httparse::Status::Complete(head_len)) => {
-                    let status = parsed.code.unwrap_or(0);
-                    let headers = owned_headers(parsed.headers);
+            match parse(&self.buffer) {
+                Ok(Some((head_len, head))) => {
                     self.buffer.drain(..head_len);
-                    // 1xx interim responses carry no body; skip to the final one.
-                    if (100..200).contains(&status) && status != 101 {
-                        continue;
-                    }
-                    let no_body = method.eq_ignore_ascii_case("HEAD")
-                        || status == 204
-                        || status == 304
-                        || (100..200).contains(&status);
-                    let mut close = has_token(&headers, "connection", "close");
-                    let body = if no_body {
-                        Vec::new()
-                    } else if has_token(&headers, "transfer-encoding", "chunked") {
-                        self.read_chunked().await?
-                    } else if let Some(length) = content_length(&headers)? {
-                        self.read_exact_body(length).await?
-                    } else {
-                        // No framing: the body runs until the server closes.
-                        close = true;
-                        self.read_to_eof().await?
-                    };
-                    return Ok(Response {
-                        status,
-                        headers,
-                        body,
-                        close,
-                    });
+                    return Ok(Some(head));
                 }
-                Ok(httparse::Status::Partial) => {}
+                Ok(None) => {}
                 Err(error) => return Err(garbage(&self.buffer, error)),
             }
-            if !self.fill_head("a response head").await? {
-                return Err(self.closed_early());
-            }
-        }
-    }
-
-    /// Reads a complete request; `Ok(None)` when the client closed cleanly
-    /// between requests.
-    pub async fn read_request(&mut self) -> Result<Option<Request>, WireError> {
-        loop {
-            let mut header_slots = [httparse::EMPTY_HEADER; 64];
-            let mut parsed = httparse::Request::new(&mut header_slots);
-            match parsed.parse(&self.buffer) {
-                Ok(httparse::Status::Complete(head_len)) => {
-                    let method = parsed.method.unwrap_or("GET").to_string();
-                    let target = parsed.path.unwrap_or("/").to_string();
-                    let headers = owned_headers(parsed.headers);
-                    self.buffer.drain(..head_len);
-                    if has_token(&headers, "transfer-encoding", "chunked") {
-                        return Err(WireError::Garbage(
-                            "chunked request bodies are not supported by this lab".into(),
-                        ));
-                    }
-                    let body = match content_length(&headers)? {
-                        Some(length) => self.read_exact_body(length).await?,
-                        None => Vec::new(),
-                    };
-                    let close = has_token(&headers, "connection", "close");
-                    return Ok(Some(Request {
-                        method,
-                        target,
-                        headers,
-                        body,
-                        close,
-                    }));
-                }
-                Ok(httparse::Status::Partial) => {}
-                Err(error) => return Err(garbage(&self.buffer, error)),
-            }
-            if !self.fill_head("a request head").await? {
+            if !self.fill_head(what).await? {
                 return if self.buffer.is_empty() {
                     Ok(None)
                 } else {
@@ -285,6 +223,86 @@ impl Wire {
                 };
             }
         }
+    }
+
+    /// Reads a complete response to a request with method `method`.
+    pub async fn read_response(&mut self, method: &str) -> Result<Response, WireError> {
+        let (status, headers) = loop {
+            let head = self.read_head("a response head", |buffer| {
+                let mut header_slots = [httparse::EMPTY_HEADER; 64];
+                let mut parsed = httparse::Response::new(&mut header_slots);
+                let complete = parsed.parse(buffer)?;
+                let status = parsed.code.unwrap_or(0);
+                Ok(complete
+                    .is_complete()
+                    .then(|| (complete.unwrap(), (status, owned_headers(parsed.headers)))))
+            });
+            let Some((status, headers)) = head.await? else {
+                return Err(self.closed_early());
+            };
+            // 1xx interim responses carry no body; skip to the final one.
+            if !(100..200).contains(&status) || status == 101 {
+                break (status, headers);
+            }
+        };
+        let no_body = method.eq_ignore_ascii_case("HEAD")
+            || status == 204
+            || status == 304
+            || (100..200).contains(&status);
+        let mut close = has_token(&headers, "connection", "close");
+        let body = if no_body {
+            Vec::new()
+        } else if has_token(&headers, "transfer-encoding", "chunked") {
+            self.read_chunked().await?
+        } else if let Some(length) = content_length(&headers)? {
+            self.read_exact_body(length).await?
+        } else {
+            // No framing: the body runs until the server closes.
+            close = true;
+            self.read_to_eof().await?
+        };
+        Ok(Response {
+            status,
+            headers,
+            body,
+            close,
+        })
+    }
+
+    /// Reads a complete request; `Ok(None)` when the client closed cleanly
+    /// between requests.
+    pub async fn read_request(&mut self) -> Result<Option<Request>, WireError> {
+        let head = self.read_head("a request head", |buffer| {
+            let mut header_slots = [httparse::EMPTY_HEADER; 64];
+            let mut parsed = httparse::Request::new(&mut header_slots);
+            let complete = parsed.parse(buffer)?;
+            let method = parsed.method.unwrap_or("GET").to_string();
+            let target = parsed.path.unwrap_or("/").to_string();
+            let headers = owned_headers(parsed.headers);
+            Ok(complete
+                .is_complete()
+                .then(|| (complete.unwrap(), (method, target, headers))))
+        });
+        let Some((method, target, headers)) = head.await? else {
+            return Ok(None);
+        };
+        if has_token(&headers, "transfer-encoding", "chunked") {
+            return Err(WireError::Garbage(
+                "chunked request bodies are not supported by this lab".into(),
+            ));
+        }
+        let body = match content_length(&headers)? {
+            Some(length) => self.read_exact_body(length).await?,
+            None => Vec::new(),
+        };
+        let close = has_token(&headers, "connection", "close");
+        Ok(Some(Request {
+            method,
+            target,
+            headers,
+            body,
+            close,
+        }))
     }
 
     async fn read_exact_body(&mut self, length: usize) -> Result<Vec<u8>, WireError> {

@@ -29,6 +29,21 @@ pub fn closed_loopback_port() -> Result<u16> {
         .port())
 }
 
+/// Connects to `addr` and sends one `GET path` with `Connection: close` on a
+/// raw socket, so that every byte the server sends back can be read as it is.
+pub async fn send_raw_get(addr: SocketAddr, path: &str) -> Result<TcpStream> {
+    use tokio::io::AsyncWriteExt;
+    let mut stream = TcpStream::connect(addr)
+        .await
+        .with_context(|| format!("connecting to {addr}"))?;
+    let request = format!("GET {path} HTTP/1.1\r\nhost: lab\r\nconnection: close\r\n\r\n");
+    stream
+        .write_all(request.as_bytes())
+        .await
+        .with_context(|| format!("sending GET {path} to {addr}"))?;
+    Ok(stream)
+}
+
 /// An I/O error that means the peer reset or dropped the connection
 /// (`ECONNRESET`, `EPIPE`, `ECONNABORTED`), not a failure of this side.
 pub fn is_reset(error: &std::io::Error) -> bool {

@@ -263,6 +263,17 @@ impl Output {
         }
     }
 
+    /// Runs one part of a lab (`run(config, out)`) into an output that only
+    /// keeps its records; for the labs' tests of one experiment.
+    pub async fn collect_part<C>(
+        config: &C,
+        run: impl AsyncFnOnce(&C, &mut Output) -> Result<()>,
+    ) -> Result<Output> {
+        let mut out = Output::collect();
+        run(config, &mut out).await?;
+        Ok(out)
+    }
+
     /// Everything written so far.
     pub fn records(&self) -> &[Record] {
         &self.records

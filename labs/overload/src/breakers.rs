@@ -20,7 +20,7 @@ use crate::{
     arrivals::open_loop,
     dependency::{Dependency, DependencyConfig},
     on_lab_clock,
-    retrying::{ClockedBreaker, full_jitter, lab_breaker},
+    retrying::{Attempts, ClockedBreaker, full_jitter, lab_breaker},
 };
 
 lab_kit::series! {
@@ -187,21 +187,13 @@ fn gate(setup: BreakerSetup, epoch: Instant, time_scale: f64) -> Result<Gate> {
 struct Users {
     setup: BreakerSetup,
     gate: Gate,
-    client: reqwest::Client,
-    url: String,
-    attempt_timeout: Duration,
-    retries: u32,
+    attempts: Attempts,
     time_scale: f64,
 }
 
 fn attempt(users: &Users) -> Work {
-    let request = users.client.get(&users.url).timeout(users.attempt_timeout);
-    Work::new(async move {
-        match request.send().await {
-            Ok(response) if response.status().is_success() => Ok(()),
-            _ => Err(Failed),
-        }
-    })
+    let once = users.attempts.once();
+    Work::new(async move { if once.await { Ok(()) } else { Err(Failed) } })
 }
 
 async fn pause_before_retry(users: &Users, attempt: u32, rng: &mut SplitMix64) {
@@ -220,7 +212,7 @@ async fn pause_before_retry(users: &Users, attempt: u32, rng: &mut SplitMix64) {
 async fn user_call(users: Arc<Users>, seed: u64) -> Through {
     let mut rng = SplitMix64::new(seed);
     if users.setup.inside_retries() {
-        for attempt_number in 0..=users.retries {
+        for attempt_number in 0..=users.attempts.retries {
             if attempt_number > 0 {
                 pause_before_retry(&users, attempt_number, &mut rng).await;
             }
@@ -234,7 +226,7 @@ async fn user_call(users: Arc<Users>, seed: u64) -> Through {
     }
     let retrying_users = Arc::clone(&users);
     let retrying = Work::new(async move {
-        for attempt_number in 0..=retrying_users.retries {
+        for attempt_number in 0..=retrying_users.attempts.retries {
             if attempt_number > 0 {
                 pause_before_retry(&retrying_users, attempt_number, &mut rng).await;
             }
@@ -270,12 +262,11 @@ async fn breaker_case(setup: BreakerSetup, config: OverloadConfig) -> Result<Bre
     let users = Arc::new(Users {
         setup,
         gate: gate(setup, epoch, scale)?,
-        client: reqwest::Client::builder()
-            .build()
-            .context("building the client")?,
-        url: provider.url(),
-        attempt_timeout: lab(config.breaker_attempt_timeout_ms / 1000.0),
-        retries: config.breaker_retries,
+        attempts: Attempts::new(
+            provider.url(),
+            lab(config.breaker_attempt_timeout_ms / 1000.0),
+            config.breaker_retries,
+        )?,
         time_scale: scale,
     });
     let calls = open_loop(

@@ -4,6 +4,8 @@
 
 use std::{future::Future, sync::Mutex, time::Duration};
 
+use anyhow::{Context, Result};
+
 use backoff_sim::{SplitMix64, Strategy, backoff_ms};
 use overload_sim::breaker::{Breaker, BreakerConfig, BreakerState};
 use tokio::time::Instant;
@@ -125,3 +127,33 @@ impl RetryTokens {
     }
 }
 // ANCHOR_END: budget
+
+/// A caller's tries at one provider: one client, one URL, a timeout on each
+/// try, and how many retries may follow the first.
+pub struct Attempts {
+    client: reqwest::Client,
+    url: String,
+    per_try: Duration,
+    pub retries: u32,
+}
+
+impl Attempts {
+    pub fn new(url: String, per_try: Duration, retries: u32) -> Result<Attempts> {
+        let client = reqwest::Client::builder()
+            .build()
+            .context("building the client")?;
+        Ok(Attempts {
+            client,
+            url,
+            per_try,
+            retries,
+        })
+    }
+
+    /// One try: whether a 2xx came back within the timeout. The request is
+    /// built now, so the future owns it and outlives `self`'s borrow.
+    pub fn once(&self) -> impl Future<Output = bool> + Send + 'static {
+        let request = self.client.get(&self.url).timeout(self.per_try);
+        async move { matches!(request.send().await, Ok(response) if response.status().is_success()) }
+    }
+}

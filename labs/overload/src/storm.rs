@@ -24,7 +24,7 @@ use crate::{
     arrivals::open_loop,
     dependency::{Dependency, DependencyConfig},
     on_lab_clock,
-    retrying::{ClockedBreaker, RetryTokens, full_jitter, lab_breaker},
+    retrying::{Attempts, ClockedBreaker, RetryTokens, full_jitter, lab_breaker},
 };
 
 lab_kit::series! {
@@ -118,10 +118,7 @@ impl Timeline {
 /// What every user of one variant shares.
 struct Callers {
     variant: Storm,
-    client: reqwest::Client,
-    url: String,
-    attempt_timeout: Duration,
-    retries: u32,
+    tries: Attempts,
     scale: f64,
     timeline: Timeline,
     budget: Mutex<RetryTokens>,
@@ -136,7 +133,7 @@ async fn user(callers: Arc<Callers>, seed: u64) {
     let mut rng = SplitMix64::new(seed);
     callers.timeline.count(&callers.timeline.users);
     callers.budget.lock().expect("no panic holds it").earn();
-    for attempt in 0..=callers.retries {
+    for attempt in 0..=callers.tries.retries {
         if attempt > 0 {
             let jittered = matches!(callers.variant, Storm::BackoffJitter | Storm::RetryBudget);
             if callers.variant == Storm::RetryBudget
@@ -166,13 +163,7 @@ async fn user(callers: Arc<Callers>, seed: u64) {
                 &timeline.retries
             });
             callers.attempts.fetch_add(1, Ordering::Relaxed);
-            let answer = callers
-                .client
-                .get(&callers.url)
-                .timeout(callers.attempt_timeout)
-                .send()
-                .await;
-            matches!(&answer, Ok(response) if response.status().is_success())
+            callers.tries.once().await
         };
         let ok = if callers.variant == Storm::Breaker {
             // Refused: fail fast, and do not retry what the breaker refused.
@@ -216,12 +207,11 @@ async fn storm_case(
     let zeros = || (0..buckets).map(|_| AtomicU64::new(0)).collect::<Vec<_>>();
     let callers = Arc::new(Callers {
         variant,
-        client: reqwest::Client::builder()
-            .build()
-            .context("building the client")?,
-        url: dependency.url(),
-        attempt_timeout: lab(config.storm_attempt_timeout_ms / 1000.0),
-        retries: config.storm_retries,
+        tries: Attempts::new(
+            dependency.url(),
+            lab(config.storm_attempt_timeout_ms / 1000.0),
+            config.storm_retries,
+        )?,
         scale,
         timeline: Timeline {
             bucket: lab(config.storm_bucket_s),

@@ -3,21 +3,19 @@
 //! behind its hung calls.
 
 use lab_kit::{Mode, together::result_of};
-use lab_overload::{
-    OverloadConfig,
-    bulkhead::{Bulkhead, run_bulkheads},
-};
+use lab_overload::OverloadConfig;
+use lab_overload::bulkhead::{Bulkhead, run_bulkheads};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn per_provider_slots_keep_the_fast_provider_flat_and_a_shared_pool_does_not() {
     let config = OverloadConfig::for_mode(Mode::Quick);
     let outcomes = run_bulkheads(&config).await.expect("the setups run");
-    let label = format!("{outcomes:#?}");
     let of = |setup: Bulkhead| {
         result_of(&outcomes, &setup)
             .expect("every setup reports")
             .clone()
     };
+    let label = format!("{outcomes:#?}");
     let healthy = of(Bulkhead::Healthy);
     let shared = of(Bulkhead::Shared);
     let limit = config.bulkhead_per_provider as u64;

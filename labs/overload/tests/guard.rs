@@ -109,43 +109,40 @@ async fn each_attempt_times_out_and_the_call_ends_after_the_last() {
     );
 }
 
-#[tokio::test]
-async fn retries_carry_a_call_past_two_server_errors() {
-    let (server, script) = serve(vec![
-        Some((500, None)),
-        Some((503, None)),
-        Some((200, None)),
-    ])
-    .await;
+/// One call through a guard with the test's config to a server that gives
+/// `answers`: the status the call ended with, and how many tries the server saw.
+async fn answered(answers: Vec<Option<(u16, Option<&'static str>)>>) -> (u16, usize) {
+    let (server, script) = serve(answers).await;
     let response = guard(config())
         .get(&server.url("/"))
         .await
-        .expect("the third try");
-    assert_eq!(response.status(), 200);
-    assert_eq!(script.seen.load(Ordering::SeqCst), 3);
+        .expect("the call ends with an answer");
+    (
+        response.status().as_u16(),
+        script.seen.load(Ordering::SeqCst),
+    )
+}
+
+#[tokio::test]
+async fn retries_carry_a_call_past_two_server_errors() {
+    let answers = vec![Some((500, None)), Some((503, None)), Some((200, None))];
+    assert_eq!(answered(answers).await, (200, 3), "the third try answers");
 }
 
 #[tokio::test]
 async fn a_client_error_is_returned_and_not_retried() {
-    let (server, script) = serve(vec![Some((404, None))]).await;
-    let response = guard(config())
-        .get(&server.url("/"))
-        .await
-        .expect("an answer");
-    assert_eq!(response.status(), 404);
-    assert_eq!(script.seen.load(Ordering::SeqCst), 1);
+    assert_eq!(answered(vec![Some((404, None))]).await, (404, 1));
 }
 
 #[tokio::test]
 async fn retry_after_is_waited_for_and_a_longer_one_ends_the_call() {
-    let (server, script) = serve(vec![Some((429, Some("1"))), Some((200, None))]).await;
     let started = Instant::now();
-    let response = guard(config())
-        .get(&server.url("/"))
-        .await
-        .expect("after the wait");
-    assert_eq!(response.status(), 200);
-    assert_eq!(script.seen.load(Ordering::SeqCst), 2);
+    let answers = vec![Some((429, Some("1"))), Some((200, None))];
+    assert_eq!(
+        answered(answers).await,
+        (200, 2),
+        "the try after the wait answers"
+    );
     assert!(
         started.elapsed() >= Duration::from_millis(950),
         "{:?}",

@@ -6,12 +6,9 @@ use lab_kit::{Mode, Output};
 use lab_overload::{OverloadConfig, shedding::run_shedding};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn shedding_keeps_goodput_at_twice_capacity_and_queueing_loses_it() {
+async fn shedding_keeps_goodput_at_twice_capacity_and_queueing_loses_it() -> anyhow::Result<()> {
     let config = OverloadConfig::for_mode(Mode::Quick);
-    let mut out = Output::collect();
-    run_shedding(&config, &mut out)
-        .await
-        .expect("the sweep runs");
+    let out = Output::collect_part(&config, run_shedding).await?;
     let goodput_at = |series: &str, offered_x: f64| {
         out.samples(series)
             .find(|point| point.number("offered_x").expect("offered_x") == offered_x)
@@ -34,4 +31,5 @@ async fn shedding_keeps_goodput_at_twice_capacity_and_queueing_loses_it() {
             "{queueing}: {label}"
         );
     }
+    Ok(())
 }

@@ -6,10 +6,9 @@ use lab_kit::{Mode, Output};
 use lab_overload::{OverloadConfig, storm::run_storm};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_storm_outlives_its_cause_unless_something_bounds_the_retries() {
+async fn the_storm_outlives_its_cause_unless_something_bounds_the_retries() -> anyhow::Result<()> {
     let config = OverloadConfig::for_mode(Mode::Quick);
-    let mut out = Output::collect();
-    run_storm(&config, &mut out).await.expect("the storm runs");
+    let out = Output::collect_part(&config, run_storm).await?;
     let label = format!("{:#?}", out.records());
     let summary = |series: &str| {
         out.summary(series)
@@ -44,4 +43,5 @@ async fn the_storm_outlives_its_cause_unless_something_bounds_the_retries() {
             "{protected}: {label}"
         );
     }
+    Ok(())
 }

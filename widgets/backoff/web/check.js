@@ -2,22 +2,14 @@
 // in the chapter page. It drives the widget as a reader would (real DOM events),
 // checks that the totals and the chart change, and measures input-to-redraw.
 const done = arguments[arguments.length - 1];
-const errors = [];
-const metrics = {};
 
-(async () => {
-  // The helpers every widget shares, staged beside this widget's files.
-  const kit = await import(new URL('widgets/backoff/widget-kit.js', document.baseURI).href);
-  const { percentile, setValue } = kit;
-  // The widget loads as a module after the page: wait for it (bounded).
-  const { state, root, loadMs } = await kit.ready('backoff');
-  metrics.load_ms = loadMs;
-  const canvas = root.querySelector('canvas');
-  const totals = root.querySelector('.backoff-totals');
+// The helpers every widget shares, staged beside this widget's files.
+import(new URL('widgets/backoff/widget-kit.js', document.baseURI).href).then((kit) => kit.check('backoff', done, async ({ state, root, canvas, totals, errors, metrics }) => {
+  const { setValue } = kit;
   const strategy = root.querySelector('select[name=strategy]');
   const clients = root.querySelector('input[name=clients]');
   const base = root.querySelector('input[name=base]');
-  if (!canvas || !totals || !strategy || !clients || !base) throw new Error('a widget control is missing');
+  if (!strategy || !clients || !base) throw new Error('a widget control is missing');
 
   const snapshot = () => ({ image: canvas.toDataURL(), text: totals.textContent });
 
@@ -46,23 +38,5 @@ const metrics = {};
   // 3. Input-to-redraw at 100 clients, over 20 inputs on the base slider,
   //    one per frame so the browser can paint in between.
   setValue(clients, 100, 'input');
-  state.redrawTimesMs.length = 0;
-  const redrawsBefore = state.redraws;
-  for (let step = 0; step < 20; step++) {
-    setValue(base, 2 + (step % 10), 'input');
-    await new Promise((resolve) => requestAnimationFrame(() => resolve()));
-  }
-  if (state.redraws - redrawsBefore !== 20) errors.push(`expected 20 redraws, saw ${state.redraws - redrawsBefore}`);
-  const times = state.redrawTimesMs.slice();
-  if (times.length === 0) {
-    errors.push('no input-to-redraw time was recorded');
-  } else {
-    metrics.redraw_median_ms = percentile(times, 50);
-    metrics.redraw_p95_ms = percentile(times, 95);
-    metrics.redraw_max_ms = Math.max(...times);
-    metrics.redraw_samples = times.length;
-  }
-})().then(
-  () => done({ errors, metrics }),
-  (error) => done({ errors: errors.concat([String(error && error.stack || error)]), metrics }),
-);
+  await kit.measureRedraws(state, 20, (step) => setValue(base, 2 + (step % 10), 'input'), { errors, metrics });
+}), (error) => done({ errors: [`the widget kit did not load: ${error}`], metrics: {} }));

@@ -188,6 +188,7 @@ impl Breaker {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use BreakerState::{Closed, HalfOpen, Open};
 
     fn small() -> BreakerConfig {
         BreakerConfig {
@@ -215,13 +216,9 @@ mod tests {
         assert!(call(&mut breaker, 0, false));
         assert!(call(&mut breaker, 1, true));
         assert!(call(&mut breaker, 2, true));
-        assert_eq!(
-            breaker.state(3),
-            BreakerState::Closed,
-            "3 calls: no verdict"
-        );
+        assert_eq!(breaker.state(3), Closed, "3 calls: no verdict");
         assert!(call(&mut breaker, 3, false));
-        assert_eq!(breaker.state(3), BreakerState::Open, "2 of 4 failed");
+        assert_eq!(breaker.state(3), Open, "2 of 4 failed");
         assert!(!call(&mut breaker, 50, true), "open refuses");
     }
 
@@ -231,25 +228,20 @@ mod tests {
         for t in 0..4 {
             call(&mut breaker, t, false);
         }
-        assert_eq!(breaker.state(99), BreakerState::Open);
-        assert_eq!(breaker.state(103), BreakerState::HalfOpen);
+        assert_eq!(breaker.state(99), Open);
+        assert_eq!(breaker.state(103), HalfOpen);
         let first = breaker.try_acquire(103).expect("first probe");
         let second = breaker.try_acquire(103).expect("second probe");
         assert!(breaker.try_acquire(103).is_none(), "only two probes");
         breaker.record(first, 104, true);
-        assert_eq!(breaker.state(104), BreakerState::HalfOpen);
+        assert_eq!(breaker.state(104), HalfOpen);
         breaker.record(second, 105, false);
-        assert_eq!(
-            breaker.state(105),
-            BreakerState::Open,
-            "a failed probe reopens"
-        );
-        assert_eq!(breaker.state(205), BreakerState::HalfOpen);
+        assert_eq!(breaker.state(105), Open, "a failed probe reopens");
+        assert_eq!(breaker.state(205), HalfOpen);
         assert!(call(&mut breaker, 205, true));
         assert!(call(&mut breaker, 206, true));
-        assert_eq!(breaker.state(206), BreakerState::Closed);
+        assert_eq!(breaker.state(206), Closed);
         let states: Vec<BreakerState> = breaker.transitions().iter().map(|(_, s)| *s).collect();
-        use BreakerState::*;
         assert_eq!(states, [Open, HalfOpen, Open, HalfOpen, Closed]);
     }
 
@@ -260,12 +252,8 @@ mod tests {
         for t in 0..4 {
             call(&mut breaker, t, false);
         }
-        assert_eq!(breaker.state(150), BreakerState::HalfOpen);
+        assert_eq!(breaker.state(150), HalfOpen);
         breaker.record(slow, 150, false);
-        assert_eq!(
-            breaker.state(150),
-            BreakerState::HalfOpen,
-            "stale failure ignored"
-        );
+        assert_eq!(breaker.state(150), HalfOpen, "stale failure ignored");
     }
 }

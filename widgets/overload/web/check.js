@@ -3,27 +3,17 @@
 // events), checks that the totals and the timeline change, that the bulkhead
 // and the breaker show their effect, and measures input-to-redraw.
 const done = arguments[arguments.length - 1];
-const errors = [];
-const metrics = {};
 
-const nextFrame = () => new Promise((resolve) => requestAnimationFrame(() => resolve()));
-
-(async () => {
-  // The helpers every widget shares, staged beside this widget's files.
-  const kit = await import(new URL('widgets/overload/widget-kit.js', document.baseURI).href);
-  const { percentile, setValue } = kit;
-  // The widget loads as a module after the page: wait for it (bounded).
-  const { state, root, loadMs } = await kit.ready('overload');
-  metrics.load_ms = loadMs;
-  const canvas = root.querySelector('canvas');
-  const totals = root.querySelector('.overload-totals');
+// The helpers every widget shares, staged beside this widget's files.
+import(new URL('widgets/overload/widget-kit.js', document.baseURI).href).then((kit) => kit.check('overload', done, async ({ state, root, canvas, totals, errors, metrics }) => {
+  const { nextFrame, setValue } = kit;
   const control = (selector) => root.querySelector(selector);
   const mode = control('select[name=mode]');
   const limitMode = control('select[name=limit-mode]');
   const breaker = control('input[name=breaker]');
   const names = ['rate', 'limit', 'timeout', 'arrivals', 'workers', 'service'];
   const sliders = Object.fromEntries(names.map((name) => [name, control(`input[name=${name}]`)]));
-  if (!canvas || !totals || !mode || !limitMode || !breaker || Object.values(sliders).some((input) => !input)) {
+  if (!mode || !limitMode || !breaker || Object.values(sliders).some((input) => !input)) {
     throw new Error('a widget control is missing');
   }
 
@@ -108,24 +98,5 @@ const nextFrame = () => new Promise((resolve) => requestAnimationFrame(() => res
   //    can paint in between.
   setChoice(mode, 'hangs');
   setValue(sliders.arrivals, 200, 'input');
-  state.redrawTimesMs.length = 0;
-  const redrawsBefore = state.redraws;
-  for (let step = 0; step < 20; step++) {
-    setValue(sliders.arrivals, 150 + 10 * (step % 10), 'input');
-    await nextFrame();
-  }
-  if (state.redraws - redrawsBefore !== 20) errors.push(`expected 20 redraws, saw ${state.redraws - redrawsBefore}`);
-  const times = state.redrawTimesMs.slice();
-  if (times.length === 0) {
-    errors.push('no input-to-redraw time was recorded');
-  } else {
-    metrics.redraw_median_ms = percentile(times, 50);
-    metrics.redraw_p95_ms = percentile(times, 95);
-    metrics.redraw_max_ms = Math.max(...times);
-    metrics.redraw_samples = times.length;
-    if (!(metrics.redraw_median_ms < 16)) errors.push(`input-to-redraw median ${metrics.redraw_median_ms} ms, over a frame (16 ms)`);
-  }
-})().then(
-  () => done({ errors, metrics }),
-  (error) => done({ errors: errors.concat([String(error && error.stack || error)]), metrics }),
-);
+  await kit.measureRedraws(state, 20, (step) => setValue(sliders.arrivals, 150 + 10 * (step % 10), 'input'), { errors, metrics }, 16);
+}), (error) => done({ errors: [`the widget kit did not load: ${error}`], metrics: {} }));
