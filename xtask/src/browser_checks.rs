@@ -47,6 +47,7 @@ pub fn check_book(book_out: &Path) -> Result<()> {
         "no page of the built book shows a chart"
     );
     check_widgets(&browser, &site)?;
+    let quizzes = check_quizzes(&browser, &site)?;
     check_search(&browser, &site)?;
     let errors = browser.console_errors()?;
     ensure!(
@@ -55,7 +56,8 @@ pub fn check_book(book_out: &Path) -> Result<()> {
         errors.join("\n  ")
     );
     eprintln!(
-        "browser: {pages_with_charts} chapter page(s) with charts, theme switch and search checked"
+        "browser: {pages_with_charts} chapter page(s) with charts, theme switch and search checked; \
+         {quizzes} quiz question(s) answered wrong and right"
     );
     Ok(())
 }
@@ -144,6 +146,110 @@ fn check_charts(browser: &Browser, site: &Site, page: &str, expected: usize) -> 
     }
     browser.eval("localStorage.removeItem('mdbook-theme'); return true;")?;
     Ok(())
+}
+
+/// Answers every question of the page's quiz as a reader would (clicking the
+/// inputs and the Check button): first wrongly, then rightly, and each time
+/// asserts the verdict and that every option's explanation is shown. Returns
+/// the number of questions and the progress line; `errors` lists what failed.
+const QUIZ_ANSWER: &str = r#"
+    const errors = [];
+    const section = document.querySelector('section.quiz');
+    if (!section) return { errors: ['no quiz in the page'], questions: 0 };
+    section.querySelector('.quiz-reset').click();
+    if (section.classList.contains('quiz-nojs')) errors.push('quiz.js did not start the quiz');
+    const questions = [...section.querySelectorAll('.quiz-question')];
+    const shown = (element) => getComputedStyle(element).display !== 'none' && element.getClientRects().length > 0;
+    const answer = (question, pick) => {
+      const options = [...question.querySelectorAll('.quiz-option')];
+      options.forEach((option, index) => {
+        const input = option.querySelector('input');
+        if (input.checked !== pick(option, index)) input.click();
+      });
+      question.querySelector('.quiz-check').click();
+    };
+    questions.forEach((question, number) => {
+      const label = `question ${number + 1}`;
+      const options = [...question.querySelectorAll('.quiz-option')];
+      const right = (option) => option.dataset.correct === 'true';
+      const whys = options.map((option) => option.querySelector('.quiz-why'));
+      if (whys.some(shown)) errors.push(`${label}: an explanation shows before any answer`);
+      const wrongIndex = options.findIndex((option) => !right(option));
+      if (wrongIndex < 0) { errors.push(`${label}: no wrong option to try`); return; }
+      // Wrong: the right options plus one wrong one (for one choice: the wrong one alone).
+      answer(question, (option, index) => index === wrongIndex || (question.dataset.multiple === 'true' && right(option)));
+      if (!question.classList.contains('quiz-wrong')) errors.push(`${label}: a wrong answer was not judged wrong`);
+      whys.forEach((why, index) => {
+        if (!shown(why) || why.textContent.trim() === '') errors.push(`${label}: option ${index + 1}'s explanation is not shown after answering`);
+      });
+      answer(question, (option) => right(option));
+      if (!question.classList.contains('quiz-right')) errors.push(`${label}: the right answer was not judged right`);
+      if (!/^Right/.test(question.querySelector('.quiz-verdict').textContent)) errors.push(`${label}: no "Right" verdict`);
+    });
+    return { errors, questions: questions.length, progress: section.querySelector('.quiz-progress').textContent };
+"#;
+
+/// After a reload: whether the answers came back from localStorage, and that
+/// "Start again" clears them.
+const QUIZ_AFTER_RELOAD: &str = r#"
+    const section = document.querySelector('section.quiz');
+    const right = section.querySelectorAll('.quiz-question.quiz-right').length;
+    const restored = section.querySelector('.quiz-progress').textContent;
+    section.querySelector('.quiz-reset').click();
+    const cleared = section.querySelectorAll('.quiz-answered').length === 0
+      && Object.keys(localStorage).every((key) => !key.startsWith('labbook-quiz:'));
+    return { right, restored, cleared, progress: section.querySelector('.quiz-progress').textContent };
+"#;
+
+/// Drives the quiz of every page that has one; returns how many questions
+/// were answered.
+fn check_quizzes(browser: &Browser, site: &Site) -> Result<usize> {
+    let mut answered = 0;
+    for page in tidy::files_with_extension(&site.root, "html")? {
+        let relative = page
+            .strip_prefix(&site.root)
+            .unwrap_or(&page)
+            .to_string_lossy()
+            .to_string();
+        if relative == "print.html"
+            || !std::fs::read_to_string(&page)?.contains("<section class=\"quiz")
+        {
+            continue;
+        }
+        site.open(browser, &relative)?;
+        let result = browser.eval(QUIZ_ANSWER)?;
+        let errors: Vec<&str> = result["errors"]
+            .as_array()
+            .map(|list| list.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        ensure!(
+            errors.is_empty(),
+            "the quiz in {relative}:\n  {}",
+            errors.join("\n  ")
+        );
+        let questions = result["questions"].as_u64().unwrap_or(0) as usize;
+        let all_right = format!("{questions} of {questions} answered right");
+        ensure!(
+            result["progress"].as_str() == Some(all_right.as_str()),
+            "the quiz in {relative}: progress says {}, not {all_right:?}",
+            result["progress"]
+        );
+        site.open(browser, &relative)?;
+        let reloaded = browser.eval(QUIZ_AFTER_RELOAD)?;
+        ensure!(
+            reloaded["right"].as_u64() == Some(questions as u64),
+            "the quiz in {relative}: after a reload {} of {questions} answers came back from localStorage",
+            reloaded["right"]
+        );
+        ensure!(
+            reloaded["cleared"] == Value::Bool(true)
+                && reloaded["progress"].as_str()
+                    == Some(&format!("0 of {questions} answered right")),
+            "the quiz in {relative}: Start again did not clear the answers: {reloaded}"
+        );
+        answered += questions;
+    }
+    Ok(answered)
 }
 
 const SEARCH: &str = r#"

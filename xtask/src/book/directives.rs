@@ -5,7 +5,7 @@
 
 use anyhow::{Context, Result, bail, ensure};
 
-use super::LabData;
+use super::{LabData, quiz};
 use crate::{
     charts::{self, THEMES},
     data::{Clock, PointKind},
@@ -18,9 +18,15 @@ pub fn expand(text: &str, to_root: &str, lab_data: &LabData) -> Result<String> {
     while let Some(start) = rest.find("{{#") {
         let (before, from_directive) = rest.split_at(start);
         let end = from_directive.find("}}").map(|end| end + 2);
-        let is_ours = ["{{#chart ", "{{#table ", "{{#value ", "{{#widget "]
-            .iter()
-            .any(|prefix| from_directive.starts_with(prefix));
+        let is_ours = [
+            "{{#chart ",
+            "{{#table ",
+            "{{#value ",
+            "{{#widget ",
+            "{{#quiz ",
+        ]
+        .iter()
+        .any(|prefix| from_directive.starts_with(prefix));
         match (is_ours, end) {
             (true, Some(end)) if before.ends_with('\\') => {
                 out.push_str(&before[..before.len() - 1]);
@@ -40,7 +46,9 @@ pub fn expand(text: &str, to_root: &str, lab_data: &LabData) -> Result<String> {
                 rest = &from_directive[end..];
             }
             (true, None) => {
-                bail!("a {{{{#chart, #table, #value or #widget directive is not closed with }}}}")
+                bail!(
+                    "a {{{{#chart, #table, #value, #widget or #quiz directive is not closed with }}}}"
+                )
             }
             (false, _) => {
                 // Someone else's directive ({{#include}}): leave it for mdBook.
@@ -111,6 +119,18 @@ fn expand_one(directive: &str, to_root: &str, lab_data: &LabData) -> Result<Stri
                  <noscript>This widget needs JavaScript and WebAssembly.</noscript></div>\n\
                  <script type=\"module\" src=\"{to_root}widgets/{name}/main.js\"></script>\n"
             ))
+        }
+        Some("quiz") => {
+            let slug = words.next().context("usage: {{#quiz <slug>}}")?;
+            ensure!(words.next().is_none(), "usage: {{{{#quiz <slug>}}}}");
+            ensure!(
+                lab_data.specs.contains_key(slug),
+                "no lab named {slug:?}: a quiz belongs to a lab's chapter"
+            );
+            let quiz = quiz::load(&lab_data.book_dir, slug)?;
+            quiz::render(slug, &quiz, |text| {
+                Ok(quiz::inline_markdown(&expand(text, to_root, lab_data)?))
+            })
         }
         _ => bail!("unknown directive"),
     }
@@ -248,6 +268,7 @@ mod tests {
     fn lab_data() -> LabData {
         LabData {
             data_dir: PathBuf::from("book/data"),
+            book_dir: PathBuf::from("book"),
             specs: HashMap::from([("demo".to_string(), Vec::new())]),
             runs: HashMap::from([("demo".to_string(), RunData::parse(RUN).unwrap())]),
             widgets: Vec::new(),

@@ -8,11 +8,14 @@
 //! - `{{#value <slug> <series> <field>}}`: one field of one summary record,
 //!   inline, so a number quoted in a sentence is the number of the run; its
 //!   tooltip names the data file, the series and the field;
-//! - `{{#widget <name>}}`: the container and the module script of a widget.
+//! - `{{#widget <name>}}`: the container and the module script of a widget;
+//! - `{{#quiz <slug>}}`: the chapter's questions from `book/quizzes/<slug>.toml`
+//!   (see `quiz`).
 //!
 //! A directive preceded by a backslash is left as text (without the backslash).
 
 mod directives;
+pub mod quiz;
 
 use std::{
     collections::HashMap,
@@ -36,6 +39,8 @@ use crate::{
 /// What the directives read: each lab's chart specs and run data.
 pub struct LabData {
     data_dir: PathBuf,
+    /// book/, where the quizzes are.
+    book_dir: PathBuf,
     specs: HashMap<String, Vec<ChartSpec>>,
     runs: HashMap<String, RunData>,
     widgets: Vec<String>,
@@ -58,6 +63,7 @@ impl LabData {
             .collect();
         Ok(LabData {
             data_dir: data_dir.to_path_buf(),
+            book_dir: project.root.join("book"),
             specs,
             runs,
             widgets,
