@@ -79,6 +79,15 @@ pub fn check_sources(project: &Project) -> Result<Problems> {
         if !summary.contains(&format!("{chapter_name})")) {
             problems.add(format!("book/SUMMARY.md does not list {chapter_name}"));
         }
+        // Every lab's chapter ends with its quiz, and the quiz is well formed.
+        let chapter_text = fs::read_to_string(book_dir.join(&chapter_name)).unwrap_or_default();
+        if !chapter_text.contains(&format!("{{{{#quiz {slug}}}}}")) {
+            problems.add(format!(
+                "book/{chapter_name} has no quiz: add {{{{#quiz {slug}}}}} and book/quizzes/{slug}.toml"
+            ));
+        } else if let Err(error) = crate::book::quiz::load(&book_dir, slug) {
+            problems.add(format!("{error:#}"));
+        }
         let data_path = project.reference_data().join(format!("{slug}.jsonl"));
         if !data_path.exists() {
             problems.add(format!(
