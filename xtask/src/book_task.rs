@@ -26,7 +26,7 @@ pub fn run(project: &Project, command: &BookCommand) -> Result<PathBuf> {
     let outcome = (|| {
         if command.data == BookData::FreshRuns {
             let labs = project.labs()?;
-            lab_runs::run_labs(project, &labs, command.mode, &data_dir, &mut steps)?;
+            lab_runs::run_labs(project, &labs, command.mode, &[], &data_dir, &mut steps)?;
         }
         book::build(project, &data_dir, &mut steps)
     })();
@@ -53,12 +53,22 @@ fn overlay_runs(project: &Project, own: &Path) -> Result<PathBuf> {
     let mut yours = Vec::new();
     for lab in project.labs()? {
         let name = format!("{}.jsonl", lab.slug);
-        let from = if own.join(&name).is_file() {
-            yours.push(lab.slug.clone());
-            own.join(&name)
-        } else {
-            project.reference_data().join(&name)
-        };
+        let mut from = project.reference_data().join(&name);
+        if own.join(&name).is_file() {
+            let run = data::RunData::load(&own.join(&name))?;
+            // A run whose settings dropped something a chart or the chapter
+            // reads (`--set setup_names=...`) cannot feed that chapter.
+            match missing_for_chapter(project, &lab, &run)? {
+                None => {
+                    yours.push(lab.slug.clone());
+                    from = own.join(&name);
+                }
+                Some(missing) => eprintln!(
+                    "book: your run of {} lacks {missing}; its chapter uses the reference run",
+                    lab.slug
+                ),
+            }
+        }
         if !from.is_file() {
             continue;
         }
@@ -78,6 +88,48 @@ fn overlay_runs(project: &Project, own: &Path) -> Result<PathBuf> {
         yours.join(", ")
     );
     Ok(merged)
+}
+
+/// What `run` lacks that the lab's charts, chapter or quiz read, if anything.
+fn missing_for_chapter(
+    project: &Project,
+    lab: &crate::project::Lab,
+    run: &data::RunData,
+) -> Result<Option<String>> {
+    for spec in crate::charts::load_specs(lab)? {
+        if let Err(error) = spec.prepare(run) {
+            return Ok(Some(format!("what chart {} draws ({error:#})", spec.name)));
+        }
+    }
+    let book_dir = project.root.join("book");
+    let texts = [
+        book_dir.join(format!("{}.md", lab.slug)),
+        book_dir.join("quizzes").join(format!("{}.toml", lab.slug)),
+    ];
+    for path in texts {
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        for quoted in text.split("{{#value ").skip(1) {
+            let words: Vec<&str> = quoted
+                .split("}}")
+                .next()
+                .unwrap_or_default()
+                .split_whitespace()
+                .collect();
+            let [slug, series, field] = words[..] else {
+                continue;
+            };
+            let found = run
+                .points(data::PointKind::Summary)
+                .iter()
+                .any(|point| point.series == series && point.values.contains_key(field));
+            if slug == lab.slug && !found {
+                return Ok(Some(format!(
+                    "the value {series} {field} that its chapter quotes"
+                )));
+            }
+        }
+    }
+    Ok(None)
 }
 
 #[cfg(test)]

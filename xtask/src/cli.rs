@@ -10,9 +10,12 @@ pub const HELP: &str = "\
 cargo xtask <task> [options]
 
 Tasks:
-  lab <slug>... | --all [--quick | --full] [--out DIR]
+  lab <slug>... | --all [--quick | --full] [--out DIR] [--set KEY=VALUE]...
         build the labs in release, run them, validate every record, and write
-        DIR/<slug>.jsonl (default book/data, the committed reference runs)
+        DIR/<slug>.jsonl (default book/data, the committed reference runs);
+        --set changes one setting of one lab for this run (a field of its
+        meta record's params), and needs --out: the reference runs keep the
+        labs' own settings
   charts [--data DIR]
         draw every chart from DIR (default book/data) into target/charts
   book [--no-run | --data DIR] [--full]
@@ -74,6 +77,8 @@ pub struct LabCommand {
     pub mode: Mode,
     /// None: the committed reference runs in book/data.
     pub out: Option<PathBuf>,
+    /// `--set key=value` words, passed to the lab as they are.
+    pub settings: Vec<String>,
 }
 
 #[derive(Debug, PartialEq)]
@@ -108,16 +113,31 @@ impl Task {
         let task = match task.as_str() {
             "-h" | "--help" | "help" => Task::Help,
             "lab" => {
-                words.allow(&["--all", "--quick", "--full", "--out"], true)?;
+                words.allow(&["--all", "--quick", "--full", "--out", "--set"], true)?;
                 let labs = match (words.has("--all"), words.positional.is_empty()) {
                     (true, false) => return Err(usage("name labs or give --all, not both")),
                     (true, true) => LabChoice::All,
                     (false, _) => LabChoice::Named(words.positional.clone()),
                 };
+                let settings = words.values("--set");
+                let out = words.path("--out");
+                if !settings.is_empty() {
+                    if !matches!(&labs, LabChoice::Named(names) if names.len() == 1) {
+                        return Err(usage(
+                            "--set changes one lab's settings: name exactly one lab",
+                        ));
+                    }
+                    if out.is_none() {
+                        return Err(usage(
+                            "--set needs --out DIR (for example target/mine): the reference runs in book/data keep the lab's own settings",
+                        ));
+                    }
+                }
                 Task::Lab(LabCommand {
                     labs,
                     mode: words.mode()?,
-                    out: words.path("--out"),
+                    out,
+                    settings,
                 })
             }
             "charts" => {
@@ -169,7 +189,7 @@ struct Words {
 }
 
 impl Words {
-    const WITH_VALUE: [&'static str; 3] = ["--out", "--data", "--port"];
+    const WITH_VALUE: [&'static str; 4] = ["--out", "--data", "--port", "--set"];
 
     fn parse(arguments: &[String]) -> Result<Words> {
         let mut words = Words {
@@ -215,6 +235,15 @@ impl Words {
             .iter()
             .find(|(flag, _)| flag == name)
             .and_then(|(_, value)| value.as_deref())
+    }
+
+    /// Every value of a flag that may repeat (`--set a=1 --set b=2`).
+    fn values(&self, name: &str) -> Vec<String> {
+        self.named
+            .iter()
+            .filter(|(flag, _)| flag == name)
+            .filter_map(|(_, value)| value.clone())
+            .collect()
     }
 
     fn path(&self, name: &str) -> Option<PathBuf> {
@@ -272,6 +301,16 @@ mod tests {
                 labs: LabChoice::Named(vec!["conn-reuse".into(), "blocking-lag".into()]),
                 mode: Mode::Full,
                 out: Some(PathBuf::from("target/mine")),
+                settings: Vec::new(),
+            })
+        );
+        assert_eq!(
+            parse("lab conn-reuse --set in_flight=5 --out mine --set requests=50").unwrap(),
+            Task::Lab(LabCommand {
+                labs: LabChoice::Named(vec!["conn-reuse".into()]),
+                mode: Mode::Quick,
+                out: Some(PathBuf::from("mine")),
+                settings: vec!["in_flight=5".into(), "requests=50".into()],
             })
         );
         assert_eq!(
@@ -280,6 +319,7 @@ mod tests {
                 labs: LabChoice::All,
                 mode: Mode::Quick,
                 out: None,
+                settings: Vec::new(),
             })
         );
         assert_eq!(
@@ -308,6 +348,9 @@ mod tests {
         assert!(error("book --fast").contains("unknown option --fast"));
         assert!(error("book --no-run --data mine").contains("give one"));
         assert!(error("lab --all conn-reuse").contains("not both"));
+        assert!(error("lab conn-reuse --set a=1").contains("needs --out"));
+        assert!(error("lab --all --set a=1 --out mine").contains("exactly one lab"));
+        assert!(error("lab conn-reuse --set").contains("--set needs a value"));
         assert!(error("lab conn-reuse --quick --full").contains("one of --quick and --full"));
         assert!(error("lab --out").contains("--out needs a value"));
         assert!(error("serve --port http").contains("not a port number"));

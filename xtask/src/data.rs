@@ -64,6 +64,17 @@ impl RunData {
     /// its mode, time scale, date and machine; a seeded simulation runs on
     /// simulated time, so neither the time scale nor the machine matter.
     pub fn caption_for(&self, clock: Clock) -> String {
+        // A run with changed settings says so first: its numbers are not the
+        // lab's own settings'.
+        let set = if self.meta.set.is_empty() {
+            String::new()
+        } else {
+            format!("with {} set, ", self.meta.set.join(", "))
+        };
+        format!("{set}{}", self.plain_caption(clock))
+    }
+
+    fn plain_caption(&self, clock: Clock) -> String {
         let date = self.meta.started.get(..10).unwrap_or(&self.meta.started);
         if clock == Clock::Simulated {
             return format!(
@@ -142,6 +153,15 @@ mod tests {
         assert_eq!(
             run.caption_for(Clock::Simulated),
             "simulation (seeded, simulated time), quick mode, 2026-11-29"
+        );
+        let set = META.replace(
+            r#""params":{}"#,
+            r#""params":{},"set":["in_flight=5","requests=50"]"#,
+        );
+        let run = RunData::parse(&format!("{set}\n{SUMMARY}\n")).unwrap();
+        assert_eq!(
+            run.caption_for(Clock::Measured),
+            "with in_flight=5, requests=50 set, quick mode, time compressed 50x, 2026-11-29, Test CPU (2 cores), Linux 6.1"
         );
     }
 

@@ -59,7 +59,14 @@ pub fn task(project: &Project, command: &LabCommand) -> Result<()> {
         .clone()
         .unwrap_or_else(|| project.reference_data());
     let mut steps = Steps::new("lab");
-    let outcome = run_labs(project, &labs, command.mode, &out_dir, &mut steps);
+    let outcome = run_labs(
+        project,
+        &labs,
+        command.mode,
+        &command.settings,
+        &out_dir,
+        &mut steps,
+    );
     steps.print_report();
     outcome
 }
@@ -70,10 +77,16 @@ pub fn run_labs(
     project: &Project,
     labs: &[Lab],
     mode: Mode,
+    settings: &[String],
     out_dir: &Path,
     steps: &mut Steps,
 ) -> Result<()> {
     steps.run("build the labs (release)", || build(project))?;
+    if !settings.is_empty() {
+        steps.run("check the settings", || {
+            check_settings(project, labs, settings)
+        })?;
+    }
     let batches = batches(labs);
     let name = format!("run {} lab(s), {mode} mode", labs.len());
     steps.run(&name, || {
@@ -96,21 +109,32 @@ pub fn run_labs(
                     if batch.len() > 1 { " side by side" } else { "" }
                 );
             }
-            reports.extend(run_batch(project, &binaries, batch, mode, out_dir));
+            reports.extend(run_batch(
+                project, &binaries, batch, mode, settings, out_dir,
+            ));
         }
         reports.sort_by(|left, right| left.slug.cmp(&right.slug));
         print_table(&reports);
         let failed: Vec<String> = reports
             .iter()
             .filter_map(|report| {
-                // The full error was printed when the lab failed; here, one line each.
+                // The full error was printed when the lab failed; here, one
+                // line each: what went wrong, and the lab's own last word
+                // (its one-line error, when it printed one).
                 let error = report.outcome.as_ref().err()?;
                 let text = format!("{error:#}");
-                Some(format!(
-                    "  {}: {}",
-                    report.slug,
-                    text.lines().next().unwrap_or_default()
-                ))
+                let mut lines = text.lines().map(str::trim).filter(|line| !line.is_empty());
+                let first = lines.next().unwrap_or_default();
+                let last = lines
+                    .next_back()
+                    .map(|line| format!(": {line}"))
+                    .unwrap_or_default();
+                let first = if last.is_empty() {
+                    first
+                } else {
+                    first.trim_end_matches("; its stderr ended with:")
+                };
+                Some(format!("  {}: {first}{last}", report.slug))
             })
             .collect();
         if !failed.is_empty() {
@@ -123,6 +147,42 @@ pub fn run_labs(
         }
         Ok(())
     })
+}
+
+/// Asks each lab whether it takes `settings` (`--settings` prints them and
+/// runs nothing): a key it does not have, or a bad value, is bad usage, said
+/// in the lab's own one line, before anything runs.
+fn check_settings(project: &Project, labs: &[Lab], settings: &[String]) -> Result<()> {
+    let binaries = project.cargo_target().join("release");
+    for lab in labs {
+        let mut command = Command::new(binaries.join(&lab.package));
+        command.arg("--settings");
+        for setting in settings {
+            command.arg("--set").arg(setting);
+        }
+        let output = command
+            .current_dir(&project.root)
+            .output()
+            .map_err(|error| anyhow::anyhow!("starting {}: {error}", lab.package))?;
+        if !output.status.success() {
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            let line = stderr.lines().rev().find(|line| !line.trim().is_empty());
+            return Err(usage(
+                line.unwrap_or("the lab refused the settings")
+                    .trim_start_matches("error: ")
+                    .to_string(),
+            ));
+        }
+        for line in String::from_utf8_lossy(&output.stdout).lines() {
+            if settings
+                .iter()
+                .any(|setting| setting.split('=').next() == line.split('=').next())
+            {
+                eprintln!("    {}: {line}", lab.slug);
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Builds every lab, whichever of them will run: cargo resolves the features
@@ -169,6 +229,7 @@ fn run_batch(
     binaries: &Path,
     batch: &[&Lab],
     mode: Mode,
+    settings: &[String],
     out_dir: &Path,
 ) -> Vec<LabReport> {
     let (sender, events) = mpsc::channel();
@@ -176,6 +237,9 @@ fn run_batch(
     for (index, lab) in batch.iter().enumerate() {
         let mut command = Command::new(binaries.join(&lab.package));
         command.arg(format!("--{mode}")).current_dir(&project.root);
+        for setting in settings {
+            command.arg("--set").arg(setting);
+        }
         let destination: PathBuf = out_dir.join(format!("{}.jsonl", lab.slug));
         // The lab stops itself at its budget; the kill timer is the backstop.
         let kill_after = lab.budget(mode) + Duration::from_secs(5);

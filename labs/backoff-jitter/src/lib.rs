@@ -17,13 +17,13 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use backoff_sim::{SimConfig, Strategy, average, simulate};
 use lab_kit::{Meta, Mode, Output};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The lab's slug: its folder, chapter, data file and charts.
 pub const SLUG: &str = "backoff-jitter";
 
 /// What one run measures.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct BackoffConfig {
     /// Client counts of the simulation sweep.
     pub sweep_clients: Vec<u32>,

@@ -19,7 +19,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use lab_kit::{Meta, Mode, Output, Series};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 pub use crate::{measure::measure, setup::HandlerSetup, summary::Measured};
 
@@ -27,7 +27,7 @@ pub use crate::{measure::measure, setup::HandlerSetup, summary::Measured};
 pub const SLUG: &str = "blocking-lag";
 
 /// What one run measures.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct BlockingConfig {
     /// Rows the report builds, sorts and renders.
     pub rows: usize,
@@ -48,13 +48,17 @@ pub struct BlockingConfig {
     pub rayon_threads: usize,
     /// A poll longer than this is slow for the per-route task monitors (ms).
     pub slow_poll_ms: u64,
-    /// The setups run, by name.
-    pub setup_names: Vec<&'static str>,
-    #[serde(skip)]
-    pub setups: Vec<HandlerSetup>,
-    /// The lab binary, re-executed as the prober.
-    #[serde(skip)]
+    /// The setups run, by name (`HandlerSetup::ALL` has them).
+    pub setup_names: Vec<String>,
+    /// The lab binary, re-executed as the prober (not part of the meta
+    /// record; after `--set`, this binary).
+    #[serde(skip_serializing, default = "this_binary")]
     pub prober_exe: PathBuf,
+}
+
+/// This binary: the prober the lab re-executes.
+pub fn this_binary() -> PathBuf {
+    std::env::current_exe().unwrap_or_default()
 }
 
 impl BlockingConfig {
@@ -74,6 +78,26 @@ impl BlockingConfig {
         config
     }
 
+    /// The setups `setup_names` names, in that order.
+    pub fn setups(&self) -> Result<Vec<HandlerSetup>> {
+        self.setup_names
+            .iter()
+            .map(|name| {
+                HandlerSetup::ALL
+                    .into_iter()
+                    .find(|setup| setup.name == name)
+                    .with_context(|| {
+                        let known: Vec<&str> =
+                            HandlerSetup::ALL.iter().map(|setup| setup.name).collect();
+                        format!(
+                            "no setup named {name:?}; the setups are {}",
+                            known.join(", ")
+                        )
+                    })
+            })
+            .collect()
+    }
+
     /// The same settings for a chosen list of setups and a report size.
     pub fn with_variants(
         rows: usize,
@@ -91,8 +115,7 @@ impl BlockingConfig {
             race_rounds: 1,
             rayon_threads: 1,
             slow_poll_ms: 10,
-            setup_names: setups.iter().map(|setup| setup.name).collect(),
-            setups: setups.to_vec(),
+            setup_names: setups.iter().map(|setup| setup.name.to_string()).collect(),
             prober_exe,
         }
     }
@@ -101,7 +124,7 @@ impl BlockingConfig {
 /// The whole lab: every setup in turn, as records on `out`.
 pub async fn run(mode: Mode, config: &BlockingConfig, out: &mut Output) -> Result<()> {
     out.meta(Meta::describe(SLUG, mode, 1.0, config)?)?;
-    for setup in &config.setups {
+    for setup in &config.setups()? {
         eprintln!(
             "blocking-lag: {} ({}, {} x {} report)",
             setup.name,

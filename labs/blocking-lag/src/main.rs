@@ -5,7 +5,6 @@
 
 use std::process::ExitCode;
 
-use anyhow::Context;
 use lab_blocking_lag::prober;
 
 fn main() -> ExitCode {
@@ -13,9 +12,9 @@ fn main() -> ExitCode {
     if args.get(1).map(String::as_str) == Some(prober::SUBCOMMAND) {
         return prober::prober_main(&args[2..]);
     }
-    lab_kit::cli::run_lab(include_str!("../Cargo.toml"), |mode, mut out| async move {
-        let exe = std::env::current_exe().context("finding the lab binary to run the prober")?;
-        let config = lab_blocking_lag::BlockingConfig::for_mode(mode, exe);
-        lab_blocking_lag::run(mode, &config, &mut out).await
-    })
+    lab_kit::cli::run_lab(
+        include_str!("../Cargo.toml"),
+        |mode| lab_blocking_lag::BlockingConfig::for_mode(mode, lab_blocking_lag::this_binary()),
+        |mode, config, mut out| async move { lab_blocking_lag::run(mode, &config, &mut out).await },
+    )
 }

@@ -20,7 +20,7 @@ use std::{sync::Arc, time::Duration};
 
 use anyhow::{Context, Result};
 use lab_kit::{Meta, Mode, Output, Series};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::{db::SlowDatabase, leave::LeaveSetup, route_timeout::RouteTimeout};
 
@@ -29,7 +29,7 @@ pub const SLUG: &str = "cancellation";
 
 /// What one run measures. Every `_s` field is production seconds; the lab
 /// runs them divided by `time_scale`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CancellationConfig {
     /// How much faster than production the lab's clock runs.
     pub time_scale: f64,

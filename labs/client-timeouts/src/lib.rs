@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use lab_kit::{Meta, Mode, Output};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::{downstream::Behaviour, two_phase::TwoPhase};
 
@@ -29,7 +29,7 @@ pub const SLUG: &str = "client-timeouts";
 
 /// What one run measures. Every `_s` field is production seconds; the lab
 /// runs them divided by `time_scale`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ClientTimeoutsConfig {
     /// How much faster than production the lab's clock runs.
     pub time_scale: f64,

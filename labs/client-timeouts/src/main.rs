@@ -12,8 +12,9 @@ fn main() -> ExitCode {
             &arguments[1..],
         ));
     }
-    lab_kit::cli::run_lab(include_str!("../Cargo.toml"), |mode, mut out| async move {
-        let config = lab_client_timeouts::ClientTimeoutsConfig::for_mode(mode);
-        lab_client_timeouts::run(mode, &config, &mut out).await
-    })
+    lab_kit::cli::run_lab(
+        include_str!("../Cargo.toml"),
+        lab_client_timeouts::ClientTimeoutsConfig::for_mode,
+        |mode, config, mut out| async move { lab_client_timeouts::run(mode, &config, &mut out).await },
+    )
 }

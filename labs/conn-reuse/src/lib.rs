@@ -21,13 +21,13 @@ use lab_kit::{
     server::spawn_axum,
     stats::{Latencies, median},
 };
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The lab's slug: its folder, chapter, data file and charts.
 pub const SLUG: &str = "conn-reuse";
 
 /// What one run measures.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ReuseConfig {
     /// Requests sent by each setup.
     pub requests: usize,

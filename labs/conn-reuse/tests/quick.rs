@@ -4,6 +4,10 @@
 use lab_conn_reuse::{ReuseConfig, SLUG, run};
 use lab_kit::{Mode, Output, record::Point};
 
+/// The two tests run one at a time: connection counts are measured, and a
+/// second lab run beside the first would change them.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 fn count(point: &Point, field: &str) -> u64 {
     point
         .number(field)
@@ -12,6 +16,7 @@ fn count(point: &Point, field: &str) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn quick_run_shows_reuse_and_its_absence() -> anyhow::Result<()> {
+    let _alone = ONE_AT_A_TIME.lock().await;
     let config = ReuseConfig::for_mode(Mode::Quick);
     let out = Output::quick_run(SLUG, &config, run).await?;
     let requests = config.requests as u64;
@@ -73,4 +78,64 @@ async fn quick_run_shows_reuse_and_its_absence() -> anyhow::Result<()> {
     assert!(first.0 == 1 && first.1 <= 3, "{first:?}");
     assert!(last.1 >= last.0.min(in_flight), "{last:?}");
     Ok(())
+}
+
+/// `--set` from the command line, as a reader types it: the setting reaches
+/// the run and its meta record; an unknown key or a bad value is one line on
+/// stderr and exit 2, before anything runs.
+#[test]
+fn the_command_line_changes_one_setting_or_refuses_in_one_line() {
+    let _alone = ONE_AT_A_TIME.blocking_lock();
+    let lab = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_lab-conn-reuse"))
+            .args(args)
+            .output()
+            .expect("the lab binary runs")
+    };
+    let printed = lab(&["--settings", "--set", "in_flight=5", "--set", "sweep=1,5"]);
+    assert!(printed.status.success(), "{printed:?}");
+    let stdout = String::from_utf8_lossy(&printed.stdout);
+    assert!(stdout.lines().any(|line| line == "in_flight=5"), "{stdout}");
+    assert!(stdout.lines().any(|line| line == "sweep=1,5"), "{stdout}");
+    assert!(
+        stdout.lines().any(|line| line == "requests=500"),
+        "{stdout}"
+    );
+
+    for bad in [
+        ["--set", "bogus=1"],
+        ["--set", "in_flight=none"],
+        ["--set", "in_flight=-1"],
+    ] {
+        let refused = lab(&bad);
+        let stderr = String::from_utf8_lossy(&refused.stderr);
+        assert_eq!(refused.status.code(), Some(2), "{bad:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{bad:?}: {stderr}");
+        assert!(
+            stderr.contains(&format!("--set {}", bad[1].split('=').next().unwrap())),
+            "{stderr}"
+        );
+        assert!(refused.stdout.is_empty(), "{bad:?}: nothing runs");
+    }
+
+    // A real (small) run: the meta record says what was set.
+    let run = lab(&[
+        "--set",
+        "requests=20",
+        "--set",
+        "in_flight=2",
+        "--set",
+        "sweep=1",
+    ]);
+    assert!(run.status.success(), "{run:?}");
+    let meta = String::from_utf8_lossy(&run.stdout)
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        meta.contains(r#""set":["requests=20","in_flight=2","sweep=1"]"#),
+        "{meta}"
+    );
+    assert!(meta.contains(r#""requests":20"#), "{meta}");
 }

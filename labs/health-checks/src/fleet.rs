@@ -21,7 +21,7 @@ use serde::Serialize;
 use crate::LivenessCheck;
 
 /// The fleet and the incident. FleetSeconds of simulated time.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct FleetConfig {
     pub pods: usize,
     pub duration_s: u32,

@@ -20,7 +20,7 @@ pub mod slow_dependency;
 
 use anyhow::{Context, Result};
 use lab_kit::{Meta, Mode, Output};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The lab's slug: its folder, chapter, data file and charts.
 pub const SLUG: &str = "health-checks";
@@ -71,7 +71,7 @@ lab_kit::series! {
 }
 
 /// What one run measures. Times in milliseconds, already scaled.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct HealthConfig {
     /// Production time divided by lab time (25: 160 s ran as 6.4 s).
     pub time_scale: f64,

@@ -4,14 +4,14 @@
 use std::time::Duration;
 
 use lab_kit::Mode;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::backend::BackendKind;
 
 /// What one run measures. Durations named `*_s` are production seconds; the
 /// lab runs them divided by `time_scale`. `link_delay_ms`, the traffic rates
 /// and `traffic_s` are the lab's own clock.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct KeepaliveConfig {
     /// Production seconds per lab second (50: a 60 s timeout runs as 1.2 s).
     pub time_scale: f64,

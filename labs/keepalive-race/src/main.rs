@@ -9,8 +9,9 @@ fn main() -> ExitCode {
         // A verdict on stdout and exit 0, or one error line and exit 2.
         return lab_kit::cli::run_subcommand(lab_keepalive_race::probe::run_probe(&arguments[1..]));
     }
-    lab_kit::cli::run_lab(include_str!("../Cargo.toml"), |mode, mut out| async move {
-        let config = lab_keepalive_race::KeepaliveConfig::for_mode(mode);
-        lab_keepalive_race::run(mode, &config, &mut out).await
-    })
+    lab_kit::cli::run_lab(
+        include_str!("../Cargo.toml"),
+        lab_keepalive_race::KeepaliveConfig::for_mode,
+        |mode, config, mut out| async move { lab_keepalive_race::run(mode, &config, &mut out).await },
+    )
 }

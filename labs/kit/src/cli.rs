@@ -10,6 +10,8 @@ use anyhow::Context;
 use anyhow::{Result, bail};
 use serde::{Deserialize, Serialize};
 
+pub use crate::settings::Settings;
+
 #[cfg(feature = "runtime")]
 use crate::record::Output;
 
@@ -45,20 +47,21 @@ impl FromStr for Mode {
 
 pub use crate::manifest::LabInfo;
 
-/// Parses the command line, runs `lab` with the mode and an [`Output`] on
-/// stdout, and turns the outcome into an exit code. Every failure, a blown
-/// budget included, becomes one line on stderr and exit code 2.
+/// The `main` of a lab: parses the command line, builds the lab's settings
+/// for the mode (`settings(mode)`) with the `--set` changes applied, and runs
+/// `lab` with them and an [`Output`] on stdout; `--settings` prints the
+/// settings instead. Every failure, a bad setting or a blown budget
+/// included, becomes one line on stderr and exit code 2.
 #[cfg(feature = "runtime")]
-pub fn run_lab<F, Fut>(manifest: &str, lab: F) -> ExitCode
+pub fn run_lab<C, F, Fut>(manifest: &str, settings: impl FnOnce(Mode) -> C, lab: F) -> ExitCode
 where
-    F: FnOnce(Mode, Output) -> Fut,
+    C: Serialize + serde::de::DeserializeOwned,
+    F: FnOnce(Mode, C, Output) -> Fut,
     Fut: Future<Output = Result<()>>,
 {
-    exit_code(
-        LabInfo::from_manifest(manifest).and_then(|info| {
-            parse_and_run(&info, lab).with_context(|| format!("lab-{}", info.slug))
-        }),
-    )
+    exit_code(LabInfo::from_manifest(manifest).and_then(|info| {
+        parse_and_run(&info, settings, lab).with_context(|| format!("lab-{}", info.slug))
+    }))
 }
 
 /// The `main` of a lab's subcommand (a check of the reader's own server, for
@@ -89,28 +92,47 @@ fn exit_code(outcome: Result<()>) -> ExitCode {
 }
 
 #[cfg(feature = "runtime")]
-fn parse_and_run<F, Fut>(info: &LabInfo, lab: F) -> Result<()>
+fn parse_and_run<C, F, Fut>(info: &LabInfo, settings: impl FnOnce(Mode) -> C, lab: F) -> Result<()>
 where
-    F: FnOnce(Mode, Output) -> Fut,
+    C: Serialize + serde::de::DeserializeOwned,
+    F: FnOnce(Mode, C, Output) -> Fut,
     Fut: Future<Output = Result<()>>,
 {
-    let Some(mode) = parse_mode(&std::env::args().skip(1).collect::<Vec<_>>())? else {
+    let Some(command) = parse_command_line(&std::env::args().skip(1).collect::<Vec<_>>())? else {
         println!(
-            "lab-{}: {}\n\nUsage: lab-{} [--quick | --full]\n\n\
+            "lab-{}: {}\n\nUsage: lab-{} [--quick | --full] [--set KEY=VALUE]... [--settings]\n\n\
              Prints JSON Lines records to stdout and progress to stderr.\n\
-             --quick  seconds; the default (budget {:?})\n\
-             --full   closer to production scales (budget {:?})",
+             --quick          seconds; the default (budget {:?})\n\
+             --full           closer to production scales (budget {:?})\n\
+             --set KEY=VALUE  change one setting for this run (a list is\n\
+             \x20                comma-separated); the meta record and every\n\
+             \x20                caption say what was set\n\
+             --settings       print the settings of the mode (after any --set)\n\
+             \x20                as KEY=VALUE lines, and run nothing",
             info.slug, info.about, info.slug, info.quick_budget, info.full_budget
         );
         return Ok(());
     };
+    let LabCommandLine {
+        mode,
+        settings: changes,
+        print_settings,
+    } = command;
+    let config = changes.apply(settings(mode))?;
+    if print_settings {
+        for line in crate::settings::lines(&config)? {
+            println!("{line}");
+        }
+        return Ok(());
+    }
     let budget = info.budget(mode);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("starting the tokio runtime")?;
     let outcome = runtime.block_on(async {
-        tokio::time::timeout(budget, lab(mode, Output::stdout()))
+        let out = Output::stdout().with_settings(&changes);
+        tokio::time::timeout(budget, lab(mode, config, out))
             .await
             .unwrap_or_else(|_| bail!("did not finish within its {budget:?} budget ({mode} mode)"))
     });
@@ -120,20 +142,39 @@ where
     outcome
 }
 
-/// The mode a lab's command line asks for (quick unless `--full`), or `None`
-/// for `--help`.
-pub fn parse_mode(args: &[String]) -> Result<Option<Mode>> {
-    let mut mode = Mode::Quick;
-    let mut flags = crate::flags::Flags::switches_only(args);
+/// What a lab's command line asks for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LabCommandLine {
+    pub mode: Mode,
+    pub settings: Settings,
+    /// `--settings`: print the settings, run nothing.
+    pub print_settings: bool,
+}
+
+/// The mode a lab's command line asks for (quick unless `--full`), its
+/// `--set` settings and `--settings`, or `None` for `--help`.
+pub fn parse_command_line(args: &[String]) -> Result<Option<LabCommandLine>> {
+    if crate::flags::asks_for_help(args) {
+        return Ok(None);
+    }
+    let mut command = LabCommandLine {
+        mode: Mode::Quick,
+        settings: Settings::default(),
+        print_settings: false,
+    };
+    let mut flags = crate::flags::Flags::new(args)
+        .with_switches(&["--quick", "--full", "--settings"])
+        .known(&["--set"]);
     while let Some(flag) = flags.next_flag()? {
         match flag.name {
-            "--quick" => mode = Mode::Quick,
-            "--full" => mode = Mode::Full,
-            "-h" | "--help" => return Ok(None),
+            "--quick" => command.mode = Mode::Quick,
+            "--full" => command.mode = Mode::Full,
+            "--settings" => command.print_settings = true,
+            "--set" => command.settings.push(flag.value)?,
             _ => return Err(flag.unknown()),
         }
     }
-    Ok(Some(mode))
+    Ok(Some(command))
 }
 
 #[cfg(test)]
@@ -141,22 +182,30 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_lab_command_line_names_a_mode_or_asks_for_help() {
-        let args = |words: &[&str]| {
-            words
-                .iter()
-                .map(|word| word.to_string())
-                .collect::<Vec<_>>()
-        };
-        assert_eq!(parse_mode(&args(&[])).unwrap(), Some(Mode::Quick));
-        assert_eq!(parse_mode(&args(&["--full"])).unwrap(), Some(Mode::Full));
-        assert_eq!(
-            parse_mode(&args(&["--full", "--quick"])).unwrap(),
-            Some(Mode::Quick)
-        );
-        assert_eq!(parse_mode(&args(&["--help"])).unwrap(), None);
-        let error = parse_mode(&args(&["--slow"])).unwrap_err().to_string();
-        assert_eq!(error, "unknown flag \"--slow\"");
+    fn a_lab_command_line_names_a_mode_and_settings_or_asks_for_help() {
+        let parse = |words: &[&str]| parse_command_line(&crate::flags::to_args(words));
+        let mode = |words: &[&str]| parse(words).unwrap().map(|command| command.mode);
+        assert_eq!(mode(&[]), Some(Mode::Quick));
+        assert_eq!(mode(&["--full"]), Some(Mode::Full));
+        assert_eq!(mode(&["--full", "--quick"]), Some(Mode::Quick));
+        assert_eq!(mode(&["--help"]), None);
+        assert_eq!(mode(&["--set", "x=1", "--help"]), None);
+        let command = parse(&[
+            "--set",
+            "requests=5",
+            "--full",
+            "--set",
+            "sweep=1,2",
+            "--settings",
+        ])
+        .unwrap()
+        .unwrap();
+        assert_eq!(command.settings.words(), ["requests=5", "sweep=1,2"]);
+        assert!(command.print_settings);
+        let error = |words: &[&str]| parse(words).unwrap_err().to_string();
+        assert_eq!(error(&["--slow"]), "unknown flag \"--slow\"");
+        assert_eq!(error(&["--set"]), "--set needs a value");
+        assert!(error(&["--set", "requests"]).contains("expected key=value"));
     }
 
     #[test]

@@ -29,6 +29,7 @@ pub mod record;
 pub mod series;
 #[cfg(feature = "runtime")]
 pub mod server;
+pub mod settings;
 pub mod stats;
 pub mod time;
 #[cfg(feature = "runtime")]
@@ -36,3 +37,4 @@ pub mod together;
 
 pub use cli::Mode;
 pub use record::{Fields, Meta, Output, Point, Record, Series, Value};
+pub use settings::Settings;

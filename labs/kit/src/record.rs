@@ -43,6 +43,10 @@ pub struct Meta {
     pub time_scale: f64,
     /// The lab's parameters, as the lab's `Config` had them.
     pub params: Fields,
+    /// What the command line changed (`--set key=value`), as `key=value`;
+    /// empty for a run with the lab's own settings.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub set: Vec<String>,
     pub machine: Machine,
 }
 
@@ -65,6 +69,7 @@ impl Meta {
             started: crate::time::now_rfc3339(),
             time_scale,
             params: to_fields(params)?,
+            set: Vec::new(),
             machine: Machine::collect(),
         })
     }
@@ -244,6 +249,8 @@ pub fn parse_line(line: &str) -> Result<Record> {
 pub struct Output {
     sink: Option<Box<dyn Write + Send>>,
     records: Vec<Record>,
+    /// What `--set` changed, written into the meta record.
+    set: Vec<String>,
 }
 
 impl Output {
@@ -252,6 +259,7 @@ impl Output {
         Output {
             sink: Some(Box::new(io::stdout())),
             records: Vec::new(),
+            set: Vec::new(),
         }
     }
 
@@ -260,6 +268,7 @@ impl Output {
         Output {
             sink: None,
             records: Vec::new(),
+            set: Vec::new(),
         }
     }
 
@@ -330,8 +339,18 @@ impl Output {
         })
     }
 
-    pub fn meta(&mut self, meta: Meta) -> Result<()> {
+    /// The run's meta record; what `--set` changed goes into it.
+    pub fn meta(&mut self, mut meta: Meta) -> Result<()> {
+        if meta.set.is_empty() {
+            meta.set = self.set.clone();
+        }
         self.write(Record::Meta(meta))
+    }
+
+    /// Records that this run's settings were changed by `--set`.
+    pub fn with_settings(mut self, settings: &crate::Settings) -> Self {
+        self.set = settings.words();
+        self
     }
 
     pub fn sample(&mut self, series: &str, values: &impl Serialize) -> Result<()> {

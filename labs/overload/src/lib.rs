@@ -19,14 +19,14 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use lab_kit::{Meta, Mode, Output, stats::LatencySummary};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The lab's slug: its folder, chapter, data file and charts.
 pub const SLUG: &str = "overload";
 
 /// What one run measures. Every `_s` and `_ms` field is production time; the
 /// lab runs it divided by `time_scale`, and so multiplies every rate by it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct OverloadConfig {
     /// How much faster than production the lab's clock runs in parts 1 and
     /// 2, and in the storm (whose request rates are the highest, so it runs

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use lab_kit::{Meta, Mode, Output};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 pub use crate::{
     server_defaults::{real_time_default, server_defaults},
@@ -29,7 +29,7 @@ pub const SLUG: &str = "server-timeouts";
 
 /// What one run measures. Durations named `*_s` are production seconds; the
 /// lab runs them divided by `time_scale`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ServerTimeoutsConfig {
     /// Production seconds per lab second (50: a 60 s timeout runs as 1.2 s).
     pub time_scale: f64,

@@ -7,7 +7,7 @@ use std::{
 };
 
 use lab_kit::Mode;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::balancer::ReadinessBalancerConfig;
 
@@ -35,7 +35,7 @@ pub mod production {
 }
 
 /// What one run measures. Times in milliseconds, already scaled.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ShutdownConfig {
     /// Production time divided by lab time (25 means 30 s ran as 1.2 s).
     pub time_scale: f64,
@@ -58,8 +58,9 @@ pub struct ShutdownConfig {
     pub streams: usize,
     /// A client gives up on a short request after this long.
     pub request_timeout_ms: u64,
-    /// The lab binary, run as `__server` (not part of the meta record).
-    #[serde(skip)]
+    /// The lab binary, run as `__server` (not part of the meta record; after
+    /// `--set`, this binary).
+    #[serde(skip_serializing, default = "server_exe")]
     pub server_exe: PathBuf,
 }
 

@@ -19,9 +19,12 @@ fn main() -> ExitCode {
                 ExitCode::from(2)
             }
         },
-        _ => lab_kit::cli::run_lab(include_str!("../Cargo.toml"), |mode, mut out| async move {
-            let config = lab_shutdown_drain::ShutdownConfig::for_mode(mode);
-            lab_shutdown_drain::run(mode, &config, &mut out).await
-        }),
+        _ => lab_kit::cli::run_lab(
+            include_str!("../Cargo.toml"),
+            lab_shutdown_drain::ShutdownConfig::for_mode,
+            |mode, config, mut out| async move {
+                lab_shutdown_drain::run(mode, &config, &mut out).await
+            },
+        ),
     }
 }

@@ -105,6 +105,12 @@ pub fn check_sources(project: &Project) -> Result<Problems> {
         if let Some(problem) = stale_versions(slug, &run.meta.machine.crates, &built_with) {
             problems.add(problem);
         }
+        if !run.meta.set.is_empty() {
+            problems.add(format!(
+                "book/data/{slug}.jsonl was run with --set {}: a reference run keeps the lab's own settings",
+                run.meta.set.join(" --set ")
+            ));
+        }
         let specs = charts::load_specs(&lab)?;
         for spec in &specs {
             if let Err(error) = spec.prepare(&run) {
