@@ -1,7 +1,8 @@
 //! Each part's mechanism and its direction, in quick mode, called
-//! in-process on 127.0.0.0/8 and [::1]. Margins are wide (a noisy 2-core
-//! machine must not fail them), and every assertion still fails if the
-//! mechanism it names breaks.
+//! in-process on 127.0.0.0/8 and [::1], and the binary's bad-input path.
+//! Margins are wide (a noisy 2-core machine must not fail them), and every
+//! assertion still fails if the mechanism it names breaks. One file, so one
+//! test binary links the HTTP stack.
 
 use lab_dns::{DnsConfig, blocking_pool, families, old_address, per_request, server_lookups};
 use lab_kit::Mode;
@@ -181,4 +182,15 @@ async fn a_pooled_client_keeps_the_old_address_and_the_max_age_client_moves() {
     let aged = series("switch/max-age");
     let bound = config.max_age_ms + f64::from(config.switch_ttl_s) * 1000.0 + 500.0;
     assert!(aged.on_old_ms < bound, "{aged:?}");
+}
+
+#[test]
+fn an_unknown_flag_gets_one_line_and_exit_2() {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_lab-dns"))
+        .arg("--bogus")
+        .output()
+        .expect("the lab binary runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
 }
