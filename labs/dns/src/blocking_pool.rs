@@ -31,6 +31,11 @@ lab_kit::series! {
         DefaultBusy => "512-threads-4-jobs",
         /// The default pool with more jobs than it has threads.
         DefaultFlooded => "512-threads-flooded",
+        /// Four threads held by four jobs that compute (the source's
+        /// `pbkdf2`), each until it has used `job_ms` of CPU.
+        SmallCpu => "4-threads-4-cpu-jobs",
+        /// The default pool beside the same four computing jobs.
+        DefaultCpu => "512-threads-4-cpu-jobs",
     }
 }
 
@@ -38,7 +43,7 @@ impl PoolLoad {
     /// The pool size to set, `None` for tokio's default.
     fn max_threads(self) -> Option<usize> {
         match self {
-            PoolLoad::SmallIdle | PoolLoad::SmallBusy => Some(4),
+            PoolLoad::SmallIdle | PoolLoad::SmallBusy | PoolLoad::SmallCpu => Some(4),
             _ => None,
         }
     }
@@ -47,8 +52,13 @@ impl PoolLoad {
         match self {
             PoolLoad::SmallIdle | PoolLoad::DefaultIdle => 0,
             PoolLoad::SmallBusy | PoolLoad::DefaultBusy => 4,
+            PoolLoad::SmallCpu | PoolLoad::DefaultCpu => 4,
             PoolLoad::DefaultFlooded => config.flood_jobs,
         }
+    }
+
+    fn computes(self) -> bool {
+        matches!(self, PoolLoad::SmallCpu | PoolLoad::DefaultCpu)
     }
 }
 
@@ -58,6 +68,8 @@ pub struct PoolLookups {
     /// The pool size set (0: tokio's default, not set).
     pub max_blocking_threads: usize,
     pub jobs: usize,
+    /// "sleep" (the job holds its thread) or "cpu" (it also holds a core).
+    pub job_kind: String,
     pub job_ms: f64,
     pub rounds: usize,
     /// `getaddrinfo("localhost")` through hyper-util's `GaiResolver`.
@@ -125,7 +137,7 @@ async fn measure(load: PoolLoad, config: DnsConfig, url: String) -> Result<PoolL
     lookup_localhost().await?;
     request(&url).await?;
     for _ in 0..config.pool_rounds {
-        let jobs = hold_the_pool(load.jobs(&config), job, &running);
+        let jobs = hold_the_pool(load.jobs(&config), job, load.computes(), &running);
         let (lookup, fetched) = tokio::join!(lookup_localhost(), request(&url));
         lookups.record(lookup?);
         requests.record(fetched?);
@@ -141,6 +153,7 @@ async fn measure(load: PoolLoad, config: DnsConfig, url: String) -> Result<PoolL
     Ok(PoolLookups {
         max_blocking_threads: load.max_threads().unwrap_or(0),
         jobs: load.jobs(&config),
+        job_kind: if load.computes() { "cpu" } else { "sleep" }.to_string(),
         job_ms: config.job_ms,
         rounds: config.pool_rounds,
         lookup_p50_ms: lookup_summary.p50_ms,
@@ -152,16 +165,25 @@ async fn measure(load: PoolLoad, config: DnsConfig, url: String) -> Result<PoolL
 }
 
 // ANCHOR: hold
-/// `jobs` blocking calls of `job` each (a synchronous file read, a database
-/// driver, a password hash), spawned before the lookup, so they are ahead
-/// of it in the pool's queue.
-fn hold_the_pool(jobs: usize, job: Duration, running: &Gauge) -> Vec<tokio::task::JoinHandle<()>> {
+/// `jobs` blocking calls of `job` each (a synchronous file read or database
+/// driver that sleeps; a password hash that computes), spawned before the
+/// lookup, so they are ahead of it in the pool's queue.
+fn hold_the_pool(
+    jobs: usize,
+    job: Duration,
+    computes: bool,
+    running: &Gauge,
+) -> Vec<tokio::task::JoinHandle<()>> {
     (0..jobs)
         .map(|_| {
             let running = running.clone();
             tokio::task::spawn_blocking(move || {
                 let _inside = running.enter();
-                std::thread::sleep(job);
+                if computes {
+                    spin_for_cpu(job);
+                } else {
+                    std::thread::sleep(job);
+                }
             })
         })
         .collect()
@@ -198,4 +220,31 @@ async fn request(url: &str) -> Result<Duration> {
         .context("sending to localhost")?;
     response.bytes().await.context("reading the body")?;
     Ok(started.elapsed())
+}
+
+/// Computes until this thread has used `cpu` of CPU time (not wall time:
+/// on a machine with fewer cores than jobs, each job takes longer, as a
+/// hash does).
+fn spin_for_cpu(cpu: Duration) {
+    let start = thread_cpu_time();
+    let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
+    while thread_cpu_time().saturating_sub(start) < cpu {
+        for _ in 0..1_000_000 {
+            state = state.rotate_left(7).wrapping_mul(0x2545_F491_4F6C_DD1D) ^ 1;
+        }
+        std::hint::black_box(state);
+    }
+}
+
+fn thread_cpu_time() -> Duration {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `now` is a valid timespec for the call to fill in.
+    let status = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) };
+    if status != 0 {
+        return Duration::MAX; // no CPU clock: end the job at once
+    }
+    Duration::new(now.tv_sec as u64, now.tv_nsec as u32)
 }
