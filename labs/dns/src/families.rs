@@ -108,6 +108,10 @@ pub async fn system_localhost() -> Result<SystemLocalhost> {
 
 /// Every case, one after the other.
 pub async fn run_families(config: &DnsConfig) -> Result<Vec<(String, FamilyOutcome)>> {
+    std::net::TcpListener::bind((V6, 0)).context(
+        "this part needs [::1] on the loopback interface (is IPv6 switched off, \
+         as in some containers: sysctl net.ipv6.conf.lo.disable_ipv6?)",
+    )?;
     let mut results = Vec::new();
     for case in FamilyCase::ALL {
         let outcome = one_case(case, config).await.with_context(|| case.name())?;

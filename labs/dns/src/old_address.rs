@@ -74,7 +74,11 @@ pub struct SwitchRun {
 /// Both servers, the DNS server, all four clients at once, one switch.
 pub async fn run_switch(config: &DnsConfig) -> Result<Vec<(String, SwitchRun, Vec<Bucket>)>> {
     let (blue_listener, green_listener) =
-        same_port(BLUE, |port| std_listener(SocketAddr::new(GREEN, port))).await?;
+        same_port(BLUE, |port| std_listener(SocketAddr::new(GREEN, port)))
+            .await
+            .context(
+                "binding 127.0.0.1 and 127.0.0.2 (Linux routes all of 127.0.0.0/8 to loopback)",
+            )?;
     let blue = LabeledServer::serve(blue_listener, "blue")?;
     let green = LabeledServer::serve(green_listener, "green")?;
     let dns = DnsServer::start(config.switch_ttl_s, Duration::ZERO).await?;
