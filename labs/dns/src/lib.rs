@@ -1,0 +1,163 @@
+//! DNS for an HTTP client: how many lookups a client makes, where reqwest's
+//! default lookups wait (tokio's blocking pool), a real DNS server on
+//! loopback with a TTL and search domains, the order in which address
+//! families are tried, and the pooled connection that keeps talking to an
+//! address DNS no longer gives.
+//!
+//! One module per experiment. Everything runs on 127.0.0.0/8 and [::1] and
+//! needs neither root nor a change to the machine's resolver configuration:
+//! the lab's clients get their answers from resolvers the lab hands to
+//! reqwest's `dns_resolver` hook, and the DNS server is the lab's own.
+
+pub mod blocking_pool;
+pub mod defaults;
+pub mod dns_server;
+pub mod families;
+pub mod max_age;
+pub mod old_address;
+pub mod per_request;
+pub mod resolvers;
+pub mod server_lookups;
+pub mod servers;
+
+use anyhow::{Context, Result};
+use lab_kit::{Meta, Mode, Output};
+use serde::Serialize;
+
+/// The lab's slug: its folder, chapter, data file and charts.
+pub const SLUG: &str = "dns";
+
+/// What one run measures. Times are real (the lab compresses nothing but
+/// the TTLs and ages of part 5, which say so).
+#[derive(Debug, Clone, Serialize)]
+pub struct DnsConfig {
+    /// Part 1: requests per setup, one at a time.
+    pub lookup_requests: usize,
+    /// Part 1: the slow resolver's delay before each answer.
+    pub slow_resolver_ms: f64,
+    /// Part 2: how long each blocking job holds its thread.
+    pub job_ms: f64,
+    /// Part 2: rounds of (start the jobs, look up, wait for the jobs).
+    pub pool_rounds: usize,
+    /// Part 2: jobs that flood the default pool (more than its 512 threads).
+    pub flood_jobs: usize,
+    /// Part 3: the DNS server's delay before each answer.
+    pub dns_delay_ms: f64,
+    /// Part 3: the TTL of the server's answers, and the run of requests.
+    pub cache_ttl_s: u32,
+    pub cache_interval_ms: f64,
+    pub cache_requests: usize,
+    /// Part 4: requests against the silent family.
+    pub eyeballs_repeats: usize,
+    /// Part 5: the record's TTL, traffic before and after the switch, one
+    /// request every `interval_ms`, the settings compared, chart buckets.
+    /// Shorter than production (TTLs of 30 to 300 s, ages of minutes) so a
+    /// run takes seconds; what is compared is the order of the events.
+    pub switch_ttl_s: u32,
+    pub warm_s: f64,
+    pub watch_s: f64,
+    pub interval_ms: f64,
+    pub idle_timeout_ms: f64,
+    pub max_age_ms: f64,
+    pub bucket_ms: f64,
+}
+
+impl DnsConfig {
+    pub fn for_mode(mode: Mode) -> DnsConfig {
+        match mode {
+            Mode::Quick => DnsConfig {
+                lookup_requests: 60,
+                slow_resolver_ms: 20.0,
+                job_ms: 100.0,
+                pool_rounds: 5,
+                flood_jobs: 600,
+                dns_delay_ms: 10.0,
+                cache_ttl_s: 1,
+                cache_interval_ms: 50.0,
+                cache_requests: 40,
+                eyeballs_repeats: 3,
+                switch_ttl_s: 1,
+                warm_s: 1.0,
+                watch_s: 4.0,
+                interval_ms: 20.0,
+                idle_timeout_ms: 300.0,
+                max_age_ms: 1500.0,
+                bucket_ms: 250.0,
+            },
+            Mode::Full => DnsConfig {
+                lookup_requests: 300,
+                slow_resolver_ms: 20.0,
+                job_ms: 100.0,
+                pool_rounds: 20,
+                flood_jobs: 600,
+                dns_delay_ms: 10.0,
+                cache_ttl_s: 2,
+                cache_interval_ms: 50.0,
+                cache_requests: 120,
+                eyeballs_repeats: 10,
+                switch_ttl_s: 2,
+                warm_s: 2.0,
+                watch_s: 12.0,
+                interval_ms: 20.0,
+                idle_timeout_ms: 1000.0,
+                max_age_ms: 4000.0,
+                bucket_ms: 500.0,
+            },
+        }
+    }
+}
+
+/// The whole lab, as records on `out`.
+pub async fn run(mode: Mode, config: &DnsConfig, out: &mut Output) -> Result<()> {
+    out.meta(Meta::describe(SLUG, mode, 1.0, config)?)?;
+    let system = families::system_localhost().await?;
+    out.summary_of("system/localhost", &system)?;
+    eprintln!("dns: part 1, lookups per request");
+    let lookups = per_request::run_lookups(config)
+        .await
+        .context("part 1, lookups per request")?;
+    for (series, count) in &lookups {
+        out.summary_of(series, count)?;
+    }
+    eprintln!("dns: part 2, lookups behind a busy blocking pool");
+    let pools = blocking_pool::run_pools(config)
+        .await
+        .context("part 2, the blocking pool")?;
+    for (series, pool) in &pools {
+        out.summary_of(series, pool)?;
+    }
+    eprintln!("dns: part 3, the lab's DNS server: cache and search domains");
+    for (series, cache) in server_lookups::run_cache(config)
+        .await
+        .context("part 3, the cache")?
+    {
+        out.summary_of(&series, &cache)?;
+    }
+    for (series, lookup) in server_lookups::run_search()
+        .await
+        .context("part 3, search domains")?
+    {
+        out.summary_of(&series, &lookup)?;
+    }
+    eprintln!("dns: part 4, address families and Happy Eyeballs");
+    let families = families::run_families(config)
+        .await
+        .context("part 4, address families")?;
+    for (series, outcome) in &families {
+        out.summary_of(series, outcome)?;
+    }
+    eprintln!("dns: part 5, the pool that outlives a DNS change");
+    let switches = old_address::run_switch(config)
+        .await
+        .context("part 5, the DNS switch")?;
+    for (series, run, buckets) in &switches {
+        for bucket in buckets {
+            out.sample(series, bucket)?;
+        }
+        out.summary_of(series, run)?;
+    }
+    for (series, row) in defaults::rows(&system, &lookups, &pools, &families, &switches)? {
+        out.summary_of(&series, &row)?;
+    }
+    Ok(())
+}

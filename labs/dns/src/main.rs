@@ -1,0 +1,10 @@
+//! Run with: `cargo xtask lab dns` (or `cargo run --release -p lab-dns -- --quick`).
+
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    lab_kit::cli::run_lab(include_str!("../Cargo.toml"), |mode, mut out| async move {
+        let config = lab_dns::DnsConfig::for_mode(mode);
+        lab_dns::run(mode, &config, &mut out).await
+    })
+}
