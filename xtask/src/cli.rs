@@ -77,8 +77,8 @@ pub struct LabCommand {
     pub mode: Mode,
     /// None: the committed reference runs in book/data.
     pub out: Option<PathBuf>,
-    /// `--set key=value` words, passed to the lab as they are.
-    pub settings: Vec<String>,
+    /// `--set key=value` pairs, passed to the lab as they are.
+    pub settings: lab_kit::Settings,
 }
 
 #[derive(Debug, PartialEq)]
@@ -119,7 +119,12 @@ impl Task {
                     (true, true) => LabChoice::All,
                     (false, _) => LabChoice::Named(words.positional.clone()),
                 };
-                let settings = words.values("--set");
+                let mut settings = lab_kit::Settings::default();
+                for pair in words.values("--set") {
+                    settings
+                        .push(&pair)
+                        .map_err(|error| usage(format!("{error:#}")))?;
+                }
                 let out = words.path("--out");
                 if !settings.is_empty() {
                     if !matches!(&labs, LabChoice::Named(names) if names.len() == 1) {
@@ -301,7 +306,7 @@ mod tests {
                 labs: LabChoice::Named(vec!["conn-reuse".into(), "blocking-lag".into()]),
                 mode: Mode::Full,
                 out: Some(PathBuf::from("target/mine")),
-                settings: Vec::new(),
+                settings: lab_kit::Settings::default(),
             })
         );
         assert_eq!(
@@ -310,7 +315,12 @@ mod tests {
                 labs: LabChoice::Named(vec!["conn-reuse".into()]),
                 mode: Mode::Quick,
                 out: Some(PathBuf::from("mine")),
-                settings: vec!["in_flight=5".into(), "requests=50".into()],
+                settings: ["in_flight=5", "requests=50"]
+                    .iter()
+                    .try_fold(lab_kit::Settings::default(), |mut settings, pair| settings
+                        .push(pair)
+                        .map(|()| settings),)
+                    .unwrap(),
             })
         );
         assert_eq!(
@@ -319,7 +329,7 @@ mod tests {
                 labs: LabChoice::All,
                 mode: Mode::Quick,
                 out: None,
-                settings: Vec::new(),
+                settings: lab_kit::Settings::default(),
             })
         );
         assert_eq!(
@@ -349,6 +359,7 @@ mod tests {
         assert!(error("book --no-run --data mine").contains("give one"));
         assert!(error("lab --all conn-reuse").contains("not both"));
         assert!(error("lab conn-reuse --set a=1").contains("needs --out"));
+        assert!(error("lab conn-reuse --set a --out mine").contains("expected key=value"));
         assert!(error("lab --all --set a=1 --out mine").contains("exactly one lab"));
         assert!(error("lab conn-reuse --set").contains("--set needs a value"));
         assert!(error("lab conn-reuse --quick --full").contains("one of --quick and --full"));

@@ -63,7 +63,7 @@ pub fn task(project: &Project, command: &LabCommand) -> Result<()> {
         project,
         &labs,
         command.mode,
-        &command.settings,
+        &command.settings.words(),
         &out_dir,
         &mut steps,
     );

@@ -86,10 +86,7 @@ pub struct PoolLookups {
 /// Every setup, one after the other (each is timed against an otherwise
 /// quiet machine).
 pub async fn run_pools(config: &DnsConfig) -> Result<Vec<(String, PoolLookups)>> {
-    let server = lab_kit::server::spawn_axum(
-        axum::Router::new().route("/", axum::routing::get(|| async { "ok" })),
-    )
-    .await?;
+    let server = crate::servers::ok_server().await?;
     let url = format!("http://localhost:{}/", server.addr.port());
     let mut results = Vec::new();
     for load in PoolLoad::ALL {

@@ -25,10 +25,14 @@ use tokio::{net::UdpSocket, task::JoinSet};
 const TYPE_A: u16 = 1;
 const TYPE_AAAA: u16 = 28;
 const CLASS_IN: u16 = 1;
-/// Response codes.
-const NOERROR: u16 = 0;
-const FORMERR: u16 = 1;
-const NXDOMAIN: u16 = 3;
+/// Response codes (RFC 1035 4.1.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u16)]
+enum Rcode {
+    NoError = 0,
+    FormErr = 1,
+    NxDomain = 3,
+}
 
 /// One question the server received, in the order they arrived.
 #[derive(Debug, Clone, PartialEq)]
@@ -144,11 +148,12 @@ fn respond(query: &[u8], zone: &mut Zone, started: Instant) -> Option<Vec<u8>> {
     }
     let flags = u16::from_be_bytes([query[2], query[3]]);
     let recursion_desired = flags & 0x0100;
-    let header = |rcode: u16, answers: u16, with_question: bool| {
+    let header = |rcode: Rcode, answers: u16, with_question: bool| {
         let mut reply = Vec::with_capacity(512);
         reply.extend_from_slice(&query[..2]); // the id, echoed
         // QR (a response), AA (authoritative), RD copied, the rcode.
-        reply.extend_from_slice(&(0x8000 | 0x0400 | recursion_desired | rcode).to_be_bytes());
+        reply
+            .extend_from_slice(&(0x8000 | 0x0400 | recursion_desired | rcode as u16).to_be_bytes());
         reply.extend_from_slice(&u16::from(with_question).to_be_bytes());
         reply.extend_from_slice(&answers.to_be_bytes());
         reply.extend_from_slice(&[0, 0, 0, 0]); // no authority, no additional
@@ -156,10 +161,10 @@ fn respond(query: &[u8], zone: &mut Zone, started: Instant) -> Option<Vec<u8>> {
     };
     let question_count = u16::from_be_bytes([query[4], query[5]]);
     let Some((name, question_end)) = read_name(query, 12).filter(|_| question_count == 1) else {
-        return Some(header(FORMERR, 0, false));
+        return Some(header(Rcode::FormErr, 0, false));
     };
     if question_end + 4 > query.len() {
-        return Some(header(FORMERR, 0, false));
+        return Some(header(Rcode::FormErr, 0, false));
     }
     let kind = u16::from_be_bytes([query[question_end], query[question_end + 1]]);
     let class = u16::from_be_bytes([query[question_end + 2], query[question_end + 3]]);
@@ -175,9 +180,9 @@ fn respond(query: &[u8], zone: &mut Zone, started: Instant) -> Option<Vec<u8>> {
             .collect()
     });
     let (rcode, outcome, answers) = match addresses {
-        None => (NXDOMAIN, "nxdomain", Vec::new()),
-        Some(found) if found.is_empty() => (NOERROR, "nodata", found),
-        Some(found) => (NOERROR, "answer", found),
+        None => (Rcode::NxDomain, "nxdomain", Vec::new()),
+        Some(found) if found.is_empty() => (Rcode::NoError, "nodata", found),
+        Some(found) => (Rcode::NoError, "answer", found),
     };
     zone.log.push(LoggedQuery {
         at_ms: started.elapsed().as_secs_f64() * 1000.0,

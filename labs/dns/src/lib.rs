@@ -22,14 +22,14 @@ pub mod servers;
 
 use anyhow::{Context, Result};
 use lab_kit::{Meta, Mode, Output};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The lab's slug: its folder, chapter, data file and charts.
 pub const SLUG: &str = "dns";
 
 /// What one run measures. Times are real (the lab compresses nothing but
 /// the TTLs and ages of part 5, which say so).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct DnsConfig {
     /// Part 1: requests per setup, one at a time.
     pub lookup_requests: usize,
@@ -107,45 +107,54 @@ impl DnsConfig {
     }
 }
 
+/// One part of the lab: says it starts, runs it, and writes a summary per
+/// row it returns.
+async fn part<T: Serialize>(
+    out: &mut Output,
+    name: &str,
+    work: impl Future<Output = Result<Vec<(String, T)>>>,
+) -> Result<Vec<(String, T)>> {
+    eprintln!("dns: {name}");
+    let rows = work.await.context(name.to_string())?;
+    out.summaries(&rows)?;
+    Ok(rows)
+}
+
 /// The whole lab, as records on `out`.
 pub async fn run(mode: Mode, config: &DnsConfig, out: &mut Output) -> Result<()> {
     out.meta(Meta::describe(SLUG, mode, 1.0, config)?)?;
     let system = families::system_localhost().await?;
     out.summary_of("system/localhost", &system)?;
-    eprintln!("dns: part 1, lookups per request");
-    let lookups = per_request::run_lookups(config)
-        .await
-        .context("part 1, lookups per request")?;
-    for (series, count) in &lookups {
-        out.summary_of(series, count)?;
-    }
-    eprintln!("dns: part 2, lookups behind a busy blocking pool");
-    let pools = blocking_pool::run_pools(config)
-        .await
-        .context("part 2, the blocking pool")?;
-    for (series, pool) in &pools {
-        out.summary_of(series, pool)?;
-    }
-    eprintln!("dns: part 3, the lab's DNS server: cache and search domains");
-    for (series, cache) in server_lookups::run_cache(config)
-        .await
-        .context("part 3, the cache")?
-    {
-        out.summary_of(&series, &cache)?;
-    }
-    for (series, lookup) in server_lookups::run_search()
-        .await
-        .context("part 3, search domains")?
-    {
-        out.summary_of(&series, &lookup)?;
-    }
-    eprintln!("dns: part 4, address families and Happy Eyeballs");
-    let families = families::run_families(config)
-        .await
-        .context("part 4, address families")?;
-    for (series, outcome) in &families {
-        out.summary_of(series, outcome)?;
-    }
+    let lookups = part(
+        out,
+        "part 1, lookups per request",
+        per_request::run_lookups(config),
+    )
+    .await?;
+    let pools = part(
+        out,
+        "part 2, lookups behind a busy blocking pool",
+        blocking_pool::run_pools(config),
+    )
+    .await?;
+    part(
+        out,
+        "part 3, the lab's DNS server: its cache",
+        server_lookups::run_cache(config),
+    )
+    .await?;
+    part(
+        out,
+        "part 3, the lab's DNS server: search domains",
+        server_lookups::run_search(),
+    )
+    .await?;
+    let families = part(
+        out,
+        "part 4, address families and Happy Eyeballs",
+        families::run_families(config),
+    )
+    .await?;
     eprintln!("dns: part 5, the pool that outlives a DNS change");
     let switches = old_address::run_switch(config)
         .await
@@ -156,8 +165,8 @@ pub async fn run(mode: Mode, config: &DnsConfig, out: &mut Output) -> Result<()>
         }
         out.summary_of(series, run)?;
     }
-    for (series, row) in defaults::rows(&system, &lookups, &pools, &families, &switches)? {
-        out.summary_of(&series, &row)?;
-    }
+    out.summaries(&defaults::rows(
+        &system, &lookups, &pools, &families, &switches,
+    )?)?;
     Ok(())
 }

@@ -3,8 +3,9 @@
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    lab_kit::cli::run_lab(include_str!("../Cargo.toml"), |mode, mut out| async move {
-        let config = lab_dns::DnsConfig::for_mode(mode);
-        lab_dns::run(mode, &config, &mut out).await
-    })
+    lab_kit::cli::run_lab(
+        include_str!("../Cargo.toml"),
+        lab_dns::DnsConfig::for_mode,
+        |mode, config, mut out| async move { lab_dns::run(mode, &config, &mut out).await },
+    )
 }

@@ -66,10 +66,7 @@ fn client_with(resolver: CountingResolver) -> Result<reqwest::Client> {
 
 /// Runs every setup, one after the other, against one server.
 pub async fn run_lookups(config: &DnsConfig) -> Result<Vec<(String, LookupCount)>> {
-    let server = lab_kit::server::spawn_axum(
-        axum::Router::new().route("/", axum::routing::get(|| async { "ok" })),
-    )
-    .await?;
+    let server = crate::servers::ok_server().await?;
     let url = format!("http://api.lab.test:{}/", server.addr.port());
     let mut results = Vec::new();
     for speed in ResolverSpeed::ALL {

@@ -96,3 +96,9 @@ pub fn std_listener(address: SocketAddr) -> std::io::Result<TcpListener> {
     listener.set_nonblocking(true)?;
     TcpListener::from_std(listener)
 }
+
+/// A server on 127.0.0.1 that answers `GET /` with `ok`: what a lookup's
+/// request goes to when only the lookup is measured.
+pub async fn ok_server() -> Result<lab_kit::server::RunningServer> {
+    lab_kit::server::spawn_axum(Router::new().route("/", get(|| async { "ok" }))).await
+}

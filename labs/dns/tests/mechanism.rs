@@ -20,11 +20,10 @@ fn find<'a, T>(results: &'a [(String, T)], series: &str) -> &'a T {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_client_per_request_looks_up_every_time_and_a_shared_pool_almost_never() {
+async fn a_client_per_request_looks_up_every_time_and_a_shared_pool_almost_never()
+-> anyhow::Result<()> {
     let config = config();
-    let results = per_request::run_lookups(&config)
-        .await
-        .expect("part 1 runs");
+    let results = per_request::run_lookups(&config).await?;
     for speed in ["fast-resolver", "slow-resolver"] {
         let each = find(&results, &format!("lookups/client-per-request/{speed}"));
         let shared = find(&results, &format!("lookups/shared-pool/{speed}"));
@@ -44,18 +43,16 @@ async fn a_client_per_request_looks_up_every_time_and_a_shared_pool_almost_never
     let slow_each = find(&results, "lookups/client-per-request/slow-resolver");
     let slow_shared = find(&results, "lookups/shared-pool/slow-resolver");
     assert!(slow_each.p50_ms >= config.slow_resolver_ms, "{slow_each:?}");
-    assert!(
-        slow_shared.p50_ms < config.slow_resolver_ms / 2.0,
-        "{slow_shared:?}"
-    );
+    let half_the_delay = config.slow_resolver_ms / 2.0;
+    assert!(slow_shared.p50_ms < half_the_delay, "{slow_shared:?}");
+    Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_busy_small_blocking_pool_makes_lookups_wait_and_the_default_pool_does_not() {
+async fn a_busy_small_blocking_pool_makes_lookups_wait_and_the_default_pool_does_not()
+-> anyhow::Result<()> {
     let config = config();
-    let results = blocking_pool::run_pools(&config)
-        .await
-        .expect("part 2 runs");
+    let results = blocking_pool::run_pools(&config).await?;
     let small_idle = find(&results, "blocking/4-threads-idle");
     let small_busy = find(&results, "blocking/4-threads-4-jobs");
     let default_busy = find(&results, "blocking/512-threads-4-jobs");
@@ -94,14 +91,13 @@ async fn a_busy_small_blocking_pool_makes_lookups_wait_and_the_default_pool_does
         default_cpu.lookup_p50_ms * 2.0 < small_cpu.lookup_p50_ms,
         "{default_cpu:?} vs {small_cpu:?}"
     );
+    Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_cache_spares_the_server_and_ndots_multiplies_its_queries() {
+async fn the_cache_spares_the_server_and_ndots_multiplies_its_queries() -> anyhow::Result<()> {
     let config = config();
-    let cache = server_lookups::run_cache(&config)
-        .await
-        .expect("part 3 cache runs");
+    let cache = server_lookups::run_cache(&config).await?;
     let off = find(&cache, "cache/off");
     let on = find(&cache, "cache/on");
     assert_eq!(off.lookups, config.cache_requests);
@@ -113,9 +109,7 @@ async fn the_cache_spares_the_server_and_ndots_multiplies_its_queries() {
     assert!(off.p50_ms >= config.dns_delay_ms, "{off:?}");
     assert!(on.p50_ms < config.dns_delay_ms, "{on:?}");
 
-    let search = server_lookups::run_search()
-        .await
-        .expect("part 3 search runs");
+    let search = server_lookups::run_search().await?;
     let short_dots = find(&search, "search/two-dot-name");
     let fqdn = find(&search, "search/trailing-dot");
     assert!(short_dots.answered && fqdn.answered);
@@ -134,12 +128,13 @@ async fn the_cache_spares_the_server_and_ndots_multiplies_its_queries() {
     assert_eq!(fqdn.nxdomain, 0);
     let default_ndots = find(&search, "search/two-dot-name-ndots-1");
     assert_eq!(default_ndots.names, 1, "{default_ndots:?}");
+    Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn localhost_tries_the_resolvers_order_and_falls_back_after_the_happy_eyeballs_delay() {
-    let config = config();
-    let results = families::run_families(&config).await.expect("part 4 runs");
+async fn localhost_tries_the_resolvers_order_and_falls_back_after_the_happy_eyeballs_delay()
+-> anyhow::Result<()> {
+    let results = families::run_families(&config()).await?;
     let refused_first = find(&results, "family/v4-server-v6-first");
     assert_eq!(refused_first.outcome, "answered");
     assert_eq!(refused_first.answered_by, "127.0.0.1");
@@ -164,12 +159,14 @@ async fn localhost_tries_the_resolvers_order_and_falls_back_after_the_happy_eyeb
     assert!(stalled.min_ms < 1000.0, "{stalled:?}");
     let v4_first = find(&results, "family/v6-silent-v4-first");
     assert!(v4_first.ms < 100.0, "{v4_first:?}");
+    Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_pooled_client_keeps_the_old_address_and_the_max_age_client_moves() {
+async fn a_pooled_client_keeps_the_old_address_and_the_max_age_client_moves() -> anyhow::Result<()>
+{
     let config = config();
-    let results = old_address::run_switch(&config).await.expect("part 5 runs");
+    let results = old_address::run_switch(&config).await?;
     let series = |name: &str| {
         &results
             .iter()
@@ -195,6 +192,7 @@ async fn a_pooled_client_keeps_the_old_address_and_the_max_age_client_moves() {
     let aged = series("switch/max-age");
     let bound = config.max_age_ms + f64::from(config.switch_ttl_s) * 1000.0 + 500.0;
     assert!(aged.on_old_ms < bound, "{aged:?}");
+    Ok(())
 }
 
 #[test]

@@ -369,6 +369,14 @@ impl Output {
         self.write(Record::Summary(point))
     }
 
+    /// One summary per `(series, values)` row, in order.
+    pub fn summaries<S: AsRef<str>, T: Serialize>(&mut self, rows: &[(S, T)]) -> Result<()> {
+        for (series, values) in rows {
+            self.summary_of(series.as_ref(), values)?;
+        }
+        Ok(())
+    }
+
     fn write(&mut self, record: Record) -> Result<()> {
         check(&record)?;
         if let Some(sink) = self.sink.as_mut() {

@@ -19,15 +19,15 @@
 //! Prompts, options and explanations are inline Markdown and may quote the
 //! chapter's own run with `{{#value <slug> <series> <field>}}`.
 
-use std::{fs, path::Path};
+use std::{fs, ops::RangeInclusive, path::Path};
 
 use anyhow::{Context, Result, bail, ensure};
 use serde::Deserialize;
 
 /// How many questions a quiz holds: enough to cover a chapter's mechanisms,
 /// few enough to answer in five minutes.
-pub const QUESTIONS: std::ops::RangeInclusive<usize> = 5..=8;
-const OPTIONS: std::ops::RangeInclusive<usize> = 2..=6;
+pub const QUESTIONS: RangeInclusive<usize> = 5..=8;
+const OPTIONS: RangeInclusive<usize> = 2..=6;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -66,27 +66,26 @@ pub fn load(book_dir: &Path, slug: &str) -> Result<QuizFile> {
     Ok(quiz)
 }
 
-fn check(quiz: &QuizFile, slug: &str) -> Result<()> {
-    let count = quiz.question.len();
+fn count_within(range: &RangeInclusive<usize>, count: usize, what: &str) -> Result<()> {
     ensure!(
-        QUESTIONS.contains(&count),
-        "{count} questions: a quiz has {} to {}",
-        QUESTIONS.start(),
-        QUESTIONS.end()
+        range.contains(&count),
+        "{count} {what} ({} to {} allowed)",
+        range.start(),
+        range.end()
     );
+    Ok(())
+}
+
+fn check(quiz: &QuizFile, slug: &str) -> Result<()> {
+    count_within(&QUESTIONS, quiz.question.len(), "questions in the quiz")?;
     for (index, question) in quiz.question.iter().enumerate() {
         let number = index + 1;
         ensure!(
             !question.prompt.trim().is_empty(),
             "question {number} has no prompt"
         );
-        let options = question.option.len();
-        ensure!(
-            OPTIONS.contains(&options),
-            "question {number} has {options} options: {} to {}",
-            OPTIONS.start(),
-            OPTIONS.end()
-        );
+        let what = format!("options in question {number}");
+        count_within(&OPTIONS, question.option.len(), &what)?;
         let right = question
             .option
             .iter()
