@@ -24,9 +24,13 @@ pub fn run(project: &Project, command: &BookCommand) -> Result<PathBuf> {
     };
     let mut steps = Steps::new("book");
     let outcome = (|| {
+        let mut data_dir = data_dir;
         if command.data == BookData::FreshRuns {
             let labs = project.labs()?;
             lab_runs::run_labs(project, &labs, command.mode, &[], &data_dir, &mut steps)?;
+            // A run that could not measure a part (no [::1] here, say) has no
+            // data for that part's charts: its chapter shows the reference run.
+            data_dir = overlay_runs(project, &data_dir)?;
         }
         book::build(project, &data_dir, &mut steps)
     })();
@@ -83,10 +87,13 @@ fn overlay_runs(project: &Project, own: &Path) -> Result<PathBuf> {
             own.display()
         )));
     }
-    eprintln!(
-        "book: your runs of {}; reference runs for the rest",
-        yours.join(", ")
-    );
+    let all = project.labs()?.len();
+    if yours.len() < all {
+        eprintln!(
+            "book: your runs of {}; reference runs for the rest",
+            yours.join(", ")
+        );
+    }
     Ok(merged)
 }
 

@@ -155,6 +155,9 @@ pub async fn run(mode: Mode, config: &DnsConfig, out: &mut Output) -> Result<()>
         families::run_families(config),
     )
     .await?;
+    if families.is_empty() {
+        out.summary_of("family/skipped", &families::Skipped::no_ipv6_loopback())?;
+    }
     eprintln!("dns: part 5, the pool that outlives a DNS change");
     let switches = old_address::run_switch(config)
         .await
