@@ -12,6 +12,7 @@ use crate::{
     data, lab_runs,
     project::Project,
     steps::Steps,
+    tidy::directives,
 };
 
 /// Builds the book from the data `command` chooses and returns index.html;
@@ -57,15 +58,15 @@ fn overlay_runs(project: &Project, own: &Path) -> Result<PathBuf> {
     let mut yours = Vec::new();
     for lab in project.labs()? {
         let name = format!("{}.jsonl", lab.slug);
+        let own_run = own.join(&name);
         let mut from = project.reference_data().join(&name);
-        if own.join(&name).is_file() {
-            let run = data::RunData::load(&own.join(&name))?;
+        if own_run.is_file() {
             // A run whose settings dropped something a chart or the chapter
             // reads (`--set setup_names=...`) cannot feed that chapter.
-            match missing_for_chapter(project, &lab, &run)? {
+            match missing_for_chapter(project, &lab, &data::RunData::load(&own_run)?)? {
                 None => {
                     yours.push(lab.slug.clone());
-                    from = own.join(&name);
+                    from = own_run.clone();
                 }
                 Some(missing) => eprintln!(
                     "book: your run of {} lacks {missing}; its chapter uses the reference run",
@@ -76,7 +77,10 @@ fn overlay_runs(project: &Project, own: &Path) -> Result<PathBuf> {
         if !from.is_file() {
             continue;
         }
-        data::RunData::load(&from)?;
+        if from != own_run {
+            // The reader's run was checked above; a reference run is checked here.
+            data::RunData::load(&from)?;
+        }
         std::fs::copy(&from, merged.join(&name))
             .with_context(|| format!("copying {}", from.display()))?;
     }
@@ -115,14 +119,12 @@ fn missing_for_chapter(
     ];
     for path in texts {
         let text = std::fs::read_to_string(&path).unwrap_or_default();
-        for quoted in text.split("{{#value ").skip(1) {
-            let words: Vec<&str> = quoted
-                .split("}}")
-                .next()
-                .unwrap_or_default()
-                .split_whitespace()
-                .collect();
-            let [slug, series, field] = words[..] else {
+        for value in directives(&text)
+            .iter()
+            .filter(|found| found.kind == "value")
+        {
+            let [_, slug, series, field] = value.text.split_whitespace().collect::<Vec<_>>()[..]
+            else {
                 continue;
             };
             let found = run

@@ -132,7 +132,7 @@ pub fn run_labs(
                 let first = if last.is_empty() {
                     first
                 } else {
-                    first.trim_end_matches("; its stderr ended with:")
+                    first.trim_end_matches(runner::STDERR_TAIL_JOIN)
                 };
                 Some(format!("  {}: {first}{last}", report.slug))
             })

@@ -225,13 +225,16 @@ pub fn run_lab_command(
             return Err(error);
         }
         return Err(anyhow!(
-            "{error:#}; its stderr ended with:\n    {}",
+            "{error:#}{STDERR_TAIL_JOIN}\n    {}",
             tail.join("\n    ")
         ));
     }
     persist(temp, destination)?;
     Ok(RunOutput { records })
 }
+
+/// What joins a failed lab's error to the last lines of its stderr.
+pub const STDERR_TAIL_JOIN: &str = "; its stderr ended with:";
 
 /// One stdout line: a valid record, and a `meta` record naming this lab first.
 fn check_line(line: &str, line_number: usize, slug: &str) -> Result<()> {

@@ -113,11 +113,11 @@ fn check(quiz: &QuizFile, slug: &str) -> Result<()> {
                 .flat_map(|option| [&option.text, &option.why]),
         );
         for text in texts {
-            for quoted in text.split("{{#value ").skip(1) {
-                let lab = quoted.split_whitespace().next().unwrap_or_default();
+            for quoted in crate::tidy::directives(text) {
                 ensure!(
-                    lab == slug,
-                    "question {number} quotes lab {lab:?}: the quiz of {slug} quotes only its own lab's run"
+                    quoted.lab == slug,
+                    "question {number} quotes lab {:?}: the quiz of {slug} quotes only its own lab's run",
+                    quoted.lab
                 );
             }
         }

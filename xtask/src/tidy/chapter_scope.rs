@@ -7,18 +7,19 @@ use super::Problems;
 
 /// One `{{#chart ...}}`, `{{#table ...}}` or `{{#value ...}}` in a page.
 #[derive(Debug, PartialEq)]
-struct Directive<'a> {
-    kind: &'a str,
+pub(crate) struct Directive<'a> {
+    pub(crate) kind: &'a str,
     /// The lab it reads: the slug before the `/` of a chart, the first word
     /// of a table or a value.
-    lab: &'a str,
-    line: usize,
-    text: &'a str,
+    pub(crate) lab: &'a str,
+    pub(crate) line: usize,
+    /// Inside the braces: `value <slug> <series> <field>`.
+    pub(crate) text: &'a str,
 }
 
 /// The data directives of a page, as the book's preprocessor reads them: a
 /// directive preceded by a backslash is text, not a directive.
-fn directives(text: &str) -> Vec<Directive<'_>> {
+pub(crate) fn directives(text: &str) -> Vec<Directive<'_>> {
     let mut found = Vec::new();
     let mut offset = 0;
     while let Some(start) = text[offset..].find("{{#").map(|start| offset + start) {

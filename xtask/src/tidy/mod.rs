@@ -22,6 +22,7 @@ mod includes;
 mod type_names;
 
 pub use built::check_built_book;
+pub(crate) use chapter_scope::directives;
 
 /// Every problem found, so one run shows them all.
 #[derive(Default)]
