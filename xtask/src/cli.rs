@@ -354,18 +354,22 @@ mod tests {
 
     #[test]
     fn bad_usage_is_one_line_naming_what_is_wrong() {
-        assert!(error("frobnicate").contains("unknown task \"frobnicate\""));
-        assert!(error("book --fast").contains("unknown option --fast"));
-        assert!(error("book --no-run --data mine").contains("give one"));
-        assert!(error("lab --all conn-reuse").contains("not both"));
-        assert!(error("lab conn-reuse --set a=1").contains("needs --out"));
-        assert!(error("lab conn-reuse --set a --out mine").contains("expected key=value"));
-        assert!(error("lab --all --set a=1 --out mine").contains("exactly one lab"));
-        assert!(error("lab conn-reuse --set").contains("--set needs a value"));
-        assert!(error("lab conn-reuse --quick --full").contains("one of --quick and --full"));
-        assert!(error("lab --out").contains("--out needs a value"));
-        assert!(error("serve --port http").contains("not a port number"));
-        assert!(error("test extra").contains("unexpected argument \"extra\""));
+        for (line, says) in [
+            ("frobnicate", "unknown task \"frobnicate\""),
+            ("book --fast", "unknown option --fast"),
+            ("book --no-run --data mine", "give one"),
+            ("lab --all conn-reuse", "not both"),
+            ("lab conn-reuse --set a=1", "needs --out"),
+            ("lab conn-reuse --set a --out mine", "expected key=value"),
+            ("lab --all --set a=1 --out mine", "exactly one lab"),
+            ("lab conn-reuse --set", "--set needs a value"),
+            ("lab conn-reuse --quick --full", "one of --quick and --full"),
+            ("lab --out", "--out needs a value"),
+            ("serve --port http", "not a port number"),
+            ("test extra", "unexpected argument \"extra\""),
+        ] {
+            assert!(error(line).contains(says), "{line}: {}", error(line));
+        }
         for line in ["frobnicate", "book --fast", "lab --out"] {
             assert!(!error(line).contains('\n'), "{line}");
         }

@@ -120,41 +120,22 @@ async fn part<T: Serialize>(
     Ok(rows)
 }
 
+const PART_LOOKUPS: &str = "part 1, lookups per request";
+const PART_POOL: &str = "part 2, lookups behind a busy blocking pool";
+const PART_CACHE: &str = "part 3, the lab's DNS server: its cache";
+const PART_SEARCH: &str = "part 3, the lab's DNS server: search domains";
+const PART_FAMILIES: &str = "part 4, address families and Happy Eyeballs";
+
 /// The whole lab, as records on `out`.
 pub async fn run(mode: Mode, config: &DnsConfig, out: &mut Output) -> Result<()> {
     out.meta(Meta::describe(SLUG, mode, 1.0, config)?)?;
     let system = families::system_localhost().await?;
     out.summary_of("system/localhost", &system)?;
-    let lookups = part(
-        out,
-        "part 1, lookups per request",
-        per_request::run_lookups(config),
-    )
-    .await?;
-    let pools = part(
-        out,
-        "part 2, lookups behind a busy blocking pool",
-        blocking_pool::run_pools(config),
-    )
-    .await?;
-    part(
-        out,
-        "part 3, the lab's DNS server: its cache",
-        server_lookups::run_cache(config),
-    )
-    .await?;
-    part(
-        out,
-        "part 3, the lab's DNS server: search domains",
-        server_lookups::run_search(),
-    )
-    .await?;
-    let families = part(
-        out,
-        "part 4, address families and Happy Eyeballs",
-        families::run_families(config),
-    )
-    .await?;
+    let lookups = part(out, PART_LOOKUPS, per_request::run_lookups(config)).await?;
+    let pools = part(out, PART_POOL, blocking_pool::run_pools(config)).await?;
+    part(out, PART_CACHE, server_lookups::run_cache(config)).await?;
+    part(out, PART_SEARCH, server_lookups::run_search()).await?;
+    let families = part(out, PART_FAMILIES, families::run_families(config)).await?;
     if families.is_empty() {
         out.summary_of("family/skipped", &families::Skipped::no_ipv6_loopback())?;
     }
