@@ -1,0 +1,294 @@
+//! What every exercise shares. An exercise is a crate under `exercises/`:
+//!
+//! - `src/lib.rs` is the reader's file: a real piece of a service or a client
+//!   with the chapter's bug in it and a `// TODO` where the reader works;
+//! - `solution/lib.rs` is the same piece, fixed;
+//! - `src/main.rs` is the check: it builds the piece (the reader's, or with
+//!   `--solution` the fixed one) into a server or a client on 127.0.0.1 and
+//!   measures it with the lab's own machinery (the keep-alive probe, the
+//!   shutdown probe, the lag prober, the connection counter).
+//!
+//! [`main`] is the check's `main`: it reads the command line, bounds the
+//! check's time, prints one `PASS` or `FAIL` line naming what was measured
+//! (and on a failure a hint), and exits 0 (pass), 1 (fail) or 2 (could not
+//! check). `cargo xtask exercise verify <name>` builds and runs it.
+
+use std::{future::Future, process::ExitCode, time::Duration};
+
+/// Which piece the check builds on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Variant {
+    /// `src/lib.rs`, as the reader left it.
+    Yours,
+    /// `solution/lib.rs`.
+    Solution,
+}
+
+impl Variant {
+    /// Picks the reader's item or the solution's.
+    pub fn pick<T>(self, yours: T, solution: T) -> T {
+        match self {
+            Variant::Yours => yours,
+            Variant::Solution => solution,
+        }
+    }
+
+    fn flag(self) -> Option<&'static str> {
+        match self {
+            Variant::Yours => None,
+            Variant::Solution => Some("--solution"),
+        }
+    }
+}
+
+/// What a check found: whether the piece does what the chapter asks, and the
+/// measurement that says so, as one sentence.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Verdict {
+    pub passed: bool,
+    pub measured: String,
+}
+
+impl Verdict {
+    pub fn pass(measured: impl Into<String>) -> Verdict {
+        Verdict {
+            passed: true,
+            measured: measured.into(),
+        }
+    }
+
+    pub fn fail(measured: impl Into<String>) -> Verdict {
+        Verdict {
+            passed: false,
+            measured: measured.into(),
+        }
+    }
+
+    /// Passes when `holds`, with the sentence for either case.
+    pub fn when(holds: bool, measured: impl Into<String>) -> Verdict {
+        Verdict {
+            passed: holds,
+            measured: measured.into(),
+        }
+    }
+}
+
+/// An exercise's name (its package), the hint printed when it fails, and
+/// the longest its check may take.
+#[derive(Debug, Clone, Copy)]
+pub struct Exercise {
+    pub name: &'static str,
+    pub hint: &'static str,
+    pub bound: Duration,
+}
+
+impl Exercise {
+    /// An exercise whose check takes at most 30 s.
+    pub const fn new(name: &'static str, hint: &'static str) -> Exercise {
+        Exercise {
+            name,
+            hint,
+            bound: Duration::from_secs(30),
+        }
+    }
+}
+
+/// How the check's binary was started.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Invocation {
+    /// `[--solution]`: run the check.
+    Verify(Variant),
+    /// `__serve [--solution] ARGS...`: be the server under test (for checks
+    /// that need it as a process of its own, to signal it).
+    Serve(Variant, Vec<String>),
+}
+
+const SERVE: &str = "__serve";
+const USAGE: &str = "usage: <exercise> [--solution]";
+
+/// Reads the command line (without the program name).
+pub fn parse(arguments: &[String]) -> Result<Invocation, String> {
+    let (serve, rest) = match arguments.split_first() {
+        Some((first, rest)) if first == SERVE => (true, rest),
+        _ => (false, arguments),
+    };
+    let (variant, rest) = match rest.split_first() {
+        Some((first, rest)) if first == "--solution" => (Variant::Solution, rest),
+        _ => (Variant::Yours, rest),
+    };
+    if serve {
+        return Ok(Invocation::Serve(variant, rest.to_vec()));
+    }
+    match rest.first() {
+        None => Ok(Invocation::Verify(variant)),
+        Some(other) => Err(format!("unexpected argument {other:?} ({USAGE})")),
+    }
+}
+
+/// The command line that starts this binary as the server under test, with
+/// `arguments` after it: what a check hands to a probe that starts and
+/// signals a server (the shutdown probe).
+pub fn serve_command(variant: Variant, arguments: &[&str]) -> anyhow::Result<Vec<String>> {
+    let exe = std::env::current_exe()?;
+    let mut command = vec![exe.display().to_string(), SERVE.to_string()];
+    command.extend(variant.flag().map(str::to_string));
+    command.extend(arguments.iter().map(|argument| argument.to_string()));
+    Ok(command)
+}
+
+/// The `main` of a check that needs no server process of its own.
+pub fn main<C, Fut>(exercise: Exercise, check: C) -> ExitCode
+where
+    C: FnOnce(Variant) -> Fut,
+    Fut: Future<Output = anyhow::Result<Verdict>>,
+{
+    main_with_server(exercise, check, |_, _| async {
+        anyhow::bail!("this exercise has no server mode")
+    })
+}
+
+/// The `main` of a check that also starts this binary as the server under
+/// test (see [`serve_command`]); `serve` runs the server until it ends.
+pub fn main_with_server<C, Fut, S, SFut>(exercise: Exercise, check: C, serve: S) -> ExitCode
+where
+    C: FnOnce(Variant) -> Fut,
+    Fut: Future<Output = anyhow::Result<Verdict>>,
+    S: FnOnce(Variant, Vec<String>) -> SFut,
+    SFut: Future<Output = anyhow::Result<()>>,
+{
+    let arguments: Vec<String> = std::env::args().skip(1).collect();
+    let name = exercise.name;
+    let invocation = match parse(&arguments) {
+        Ok(invocation) => invocation,
+        Err(problem) => {
+            eprintln!("{name}: {problem}");
+            return ExitCode::from(2);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("{name}: could not start the runtime: {error}");
+            return ExitCode::from(2);
+        }
+    };
+    let code = match invocation {
+        Invocation::Serve(variant, rest) => match runtime.block_on(serve(variant, rest)) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => {
+                eprintln!("{name} (server): {error:#}");
+                ExitCode::from(2)
+            }
+        },
+        Invocation::Verify(variant) => {
+            let which = match variant {
+                Variant::Yours => "your code",
+                Variant::Solution => "the solution",
+            };
+            eprintln!("{name}: checking {which}");
+            let bound = exercise.bound;
+            let outcome =
+                runtime.block_on(async move { tokio::time::timeout(bound, check(variant)).await });
+            report(exercise, outcome)
+        }
+    };
+    // A server or a stray connection task must not keep the check alive.
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    code
+}
+
+fn report(
+    exercise: Exercise,
+    outcome: Result<anyhow::Result<Verdict>, tokio::time::error::Elapsed>,
+) -> ExitCode {
+    let name = exercise.name;
+    match outcome {
+        Ok(Ok(verdict)) if verdict.passed => {
+            println!("{name}: PASS: {}", verdict.measured);
+            ExitCode::SUCCESS
+        }
+        Ok(Ok(verdict)) => {
+            println!("{name}: FAIL: {}", verdict.measured);
+            println!("hint: {}", exercise.hint);
+            ExitCode::from(1)
+        }
+        Ok(Err(error)) => {
+            println!("{name}: could not check: {error:#}");
+            ExitCode::from(2)
+        }
+        Err(_) => {
+            println!(
+                "{name}: could not check: the check did not finish within {} s",
+                exercise.bound.as_secs()
+            );
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// The test every exercise has (`tests/verify.rs`): as shipped, the check
+/// fails and its message names `cause`; with `--solution` it passes.
+pub fn assert_shipped_fails_and_solution_passes(exe: &str, cause: &str) {
+    let run = |arguments: &[&str]| {
+        let output = std::process::Command::new(exe)
+            .args(arguments)
+            .output()
+            .unwrap_or_else(|error| panic!("running {exe}: {error}"));
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        (output.status.code(), format!("{stdout}{stderr}"))
+    };
+    let (code, said) = run(&[]);
+    assert_eq!(code, Some(1), "as shipped, the check must fail: {said}");
+    assert!(said.contains("FAIL: "), "{said}");
+    assert!(
+        said.contains(cause),
+        "the failure must name {cause:?}: {said}"
+    );
+    assert!(said.contains("hint: "), "{said}");
+    let (code, said) = run(&["--solution"]);
+    assert_eq!(
+        code,
+        Some(0),
+        "with the solution, the check must pass: {said}"
+    );
+    assert!(said.contains("PASS: "), "{said}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(line: &str) -> Vec<String> {
+        line.split_whitespace().map(str::to_string).collect()
+    }
+
+    #[test]
+    fn the_command_line_picks_the_variant_and_the_mode() {
+        assert_eq!(parse(&[]), Ok(Invocation::Verify(Variant::Yours)));
+        assert_eq!(
+            parse(&words("--solution")),
+            Ok(Invocation::Verify(Variant::Solution))
+        );
+        assert_eq!(
+            parse(&words("__serve --solution --port 7")),
+            Ok(Invocation::Serve(Variant::Solution, words("--port 7")))
+        );
+        assert_eq!(
+            parse(&words("__serve --port 7")),
+            Ok(Invocation::Serve(Variant::Yours, words("--port 7")))
+        );
+        let error = parse(&words("--fast")).unwrap_err();
+        assert!(error.contains("unexpected argument \"--fast\""), "{error}");
+    }
+
+    #[test]
+    fn pick_takes_the_readers_item_or_the_solutions() {
+        assert_eq!(Variant::Yours.pick(1, 2), 1);
+        assert_eq!(Variant::Solution.pick(1, 2), 2);
+    }
+}
