@@ -36,6 +36,11 @@ Tasks:
   browser
         only the browser checks, on the book already in target/book
   labs  list the labs
+  exercise [verify <name> [--solution] | watch <name>]
+        list the exercises (exercises/<name>/) with your progress; verify
+        builds one and checks your code (src/lib.rs) with the lab's own
+        machinery, or the solution with --solution; watch checks it again
+        each time you save
 
 Exit codes: 0 success, 1 a task failed, 2 bad usage or input.
 ";
@@ -68,6 +73,7 @@ pub enum Task {
     Tidy,
     Browser,
     Labs,
+    Exercise(crate::exercise::ExerciseCommand),
 }
 
 /// `cargo xtask lab`: which labs, in which mode, into which folder.
@@ -177,6 +183,10 @@ impl Task {
                     _ => Task::Labs,
                 }
             }
+            "exercise" => {
+                words.allow(&["--solution"], true)?;
+                Task::Exercise(words.exercise()?)
+            }
             other => {
                 return Err(usage(format!(
                     "unknown task {other:?}; run `cargo xtask` for the list"
@@ -229,6 +239,29 @@ impl Words {
             Some(word) if !positional => Err(usage(format!("unexpected argument {word:?}"))),
             _ => Ok(()),
         }
+    }
+
+    /// `[verify <name> [--solution] | watch <name>]`.
+    fn exercise(&self) -> Result<crate::exercise::ExerciseCommand> {
+        use crate::exercise::ExerciseCommand;
+        let solution = self.has("--solution");
+        let command = match self.positional.as_slice() {
+            [] => ExerciseCommand::List,
+            [verb, name] if verb == "verify" => ExerciseCommand::Verify {
+                name: name.clone(),
+                solution,
+            },
+            [verb, name] if verb == "watch" => ExerciseCommand::Watch { name: name.clone() },
+            _ => {
+                return Err(usage(
+                    "usage: cargo xtask exercise [verify <name> [--solution] | watch <name>]",
+                ));
+            }
+        };
+        if solution && !matches!(command, ExerciseCommand::Verify { .. }) {
+            return Err(usage("--solution goes with exercise verify <name>"));
+        }
+        Ok(command)
     }
 
     fn has(&self, name: &str) -> bool {
@@ -367,6 +400,11 @@ mod tests {
             ("lab --out", "--out needs a value"),
             ("serve --port http", "not a port number"),
             ("test extra", "unexpected argument \"extra\""),
+            ("exercise verify", "usage: cargo xtask exercise"),
+            (
+                "exercise watch a --solution",
+                "--solution goes with exercise verify",
+            ),
         ] {
             assert!(error(line).contains(says), "{line}: {}", error(line));
         }

@@ -9,6 +9,7 @@ mod browser_checks;
 mod charts;
 mod cli;
 mod data;
+mod exercise;
 mod lab_runs;
 mod project;
 mod reaper;
@@ -79,6 +80,7 @@ fn dispatch(task: &Task) -> Result<()> {
         }
         Task::Tidy => tidy::check_sources(&project)?.into_result(),
         Task::Browser => browser_checks::check_book(&project.book_out()),
+        Task::Exercise(command) => exercise::task(&project, command),
         Task::Labs => {
             for lab in project.labs()? {
                 println!("{:<18} {}", lab.slug, lab.title);

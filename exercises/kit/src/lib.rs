@@ -190,6 +190,7 @@ where
                 Variant::Solution => "the solution",
             };
             eprintln!("{name}: checking {which}");
+            watchdog(exercise);
             let bound = exercise.bound;
             let outcome =
                 runtime.block_on(async move { tokio::time::timeout(bound, check(variant)).await });
@@ -199,6 +200,22 @@ where
     // A server or a stray connection task must not keep the check alive.
     runtime.shutdown_timeout(Duration::from_secs(1));
     code
+}
+
+/// The check's timeout runs on the runtime; a piece that blocks every worker
+/// (an endless loop in a handler) would stop it from firing. This thread
+/// ends the process a little after the bound whatever the runtime does.
+fn watchdog(exercise: Exercise) {
+    let late = exercise.bound + Duration::from_secs(3);
+    std::thread::spawn(move || {
+        std::thread::sleep(late);
+        println!(
+            "{}: could not check: the check did not finish within {} s (is something blocking every runtime thread?)",
+            exercise.name,
+            exercise.bound.as_secs()
+        );
+        std::process::exit(2);
+    });
 }
 
 fn report(

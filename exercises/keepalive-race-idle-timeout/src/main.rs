@@ -11,7 +11,7 @@ use lab_keepalive_race::probe::{IdleProbeConfig, probe};
 mod solution;
 
 const EXERCISE: Exercise = Exercise::new(
-    "keepalive-idle-timeout",
+    "keepalive-race-idle-timeout",
     "the balancer sends requests, so it must be the side that closes an idle connection: \
      make the backend's idle timeout longer than the balancer's by more than a round trip \
      (65 s or more behind an ALB's 60 s)",
@@ -31,7 +31,7 @@ fn production_s(ms: f64) -> f64 {
 
 async fn check(variant: Variant) -> Result<Verdict> {
     let settings: fn(Duration) -> hyper::server::conn::http1::Builder = variant.pick(
-        keepalive_idle_timeout::http1_settings,
+        keepalive_race_idle_timeout::http1_settings,
         solution::http1_settings,
     );
     let app = axum::Router::new().route("/", axum::routing::get(|| async { "ok" }));

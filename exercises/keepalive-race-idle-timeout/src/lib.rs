@@ -4,7 +4,7 @@
 //! it open for `balancer_idle` (60 s on an AWS ALB) and reuses them for the
 //! next request. The team set the service's idle timeout to match.
 //!
-//! Verify: `cargo xtask exercise verify keepalive-idle-timeout`.
+//! Verify: `cargo xtask exercise verify keepalive-race-idle-timeout`.
 
 use std::time::Duration;
 

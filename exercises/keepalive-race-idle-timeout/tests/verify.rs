@@ -1,7 +1,7 @@
 #[test]
 fn as_shipped_it_fails_and_the_solution_passes() {
     exercise_kit::assert_shipped_fails_and_solution_passes(
-        env!("CARGO_BIN_EXE_keepalive-idle-timeout"),
+        env!("CARGO_BIN_EXE_keepalive-race-idle-timeout"),
         "closed an idle connection after 60 s",
     );
 }
