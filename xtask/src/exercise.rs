@@ -32,7 +32,7 @@ pub enum ExerciseCommand {
 
 /// One exercise, as its Cargo.toml describes it.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Exercise {
+pub struct ExerciseCrate {
     /// The package's name, also its folder under exercises/.
     pub name: String,
     /// The slug of the chapter it belongs to.
@@ -54,7 +54,7 @@ const KILL_AFTER: Duration = Duration::from_secs(45);
 
 /// Every exercise, sorted by name (the exercise kit has no metadata and is
 /// not one).
-pub fn exercises(project: &Project) -> Result<Vec<Exercise>> {
+pub fn exercises(project: &Project) -> Result<Vec<ExerciseCrate>> {
     let root = project.root.join("exercises");
     let mut found = Vec::new();
     let Ok(entries) = fs::read_dir(&root) else {
@@ -79,7 +79,7 @@ pub fn exercises(project: &Project) -> Result<Vec<Exercise>> {
                 package.name
             );
         }
-        found.push(Exercise {
+        found.push(ExerciseCrate {
             name: package.name,
             chapter: metadata.chapter,
             title: metadata.title,
@@ -110,7 +110,7 @@ pub fn task(project: &Project, command: &ExerciseCommand) -> Result<()> {
     }
 }
 
-fn find<'a>(all: &'a [Exercise], name: &str) -> Result<&'a Exercise> {
+fn find<'a>(all: &'a [ExerciseCrate], name: &str) -> Result<&'a ExerciseCrate> {
     all.iter()
         .find(|exercise| exercise.name == name)
         .ok_or_else(|| {
@@ -124,7 +124,7 @@ fn find<'a>(all: &'a [Exercise], name: &str) -> Result<&'a Exercise> {
 
 /// The table `cargo xtask exercise` prints: one line per exercise, grouped
 /// by chapter in the book's order of names, and what to do next.
-fn listing(all: &[Exercise], progress: &Progress) -> String {
+fn listing(all: &[ExerciseCrate], progress: &Progress) -> String {
     let mut text = String::new();
     let mut passed = 0;
     let mut next = None;
@@ -155,7 +155,7 @@ fn listing(all: &[Exercise], progress: &Progress) -> String {
 
 /// Builds the exercise's check (and with it the reader's code) in release,
 /// as the labs are built.
-fn build(project: &Project, exercise: &Exercise) -> Result<()> {
+fn build(project: &Project, exercise: &ExerciseCrate) -> Result<()> {
     let status = project
         .cargo()
         .args(["build", "--release", "--quiet", "--package", &exercise.name])
@@ -180,7 +180,7 @@ enum Outcome {
 
 /// Runs the built check; its verdict goes straight to the terminal. The
 /// reader's own verdicts are kept as progress.
-fn verify(project: &Project, exercise: &Exercise, solution: bool) -> Result<Outcome> {
+fn verify(project: &Project, exercise: &ExerciseCrate, solution: bool) -> Result<Outcome> {
     let exe = project.cargo_target().join("release").join(&exercise.name);
     let mut command = Command::new(&exe);
     if solution {
@@ -227,7 +227,7 @@ fn verify(project: &Project, exercise: &Exercise, solution: bool) -> Result<Outc
 
 /// Verifies, then again whenever a file under the exercise's `src/` or
 /// `solution/` changes, until Ctrl-C.
-fn watch(project: &Project, exercise: &Exercise) -> Result<()> {
+fn watch(project: &Project, exercise: &ExerciseCrate) -> Result<()> {
     let mut seen = newest_change(&exercise.dir)?;
     loop {
         match build(project, exercise).and_then(|()| verify(project, exercise, false)) {
@@ -325,8 +325,8 @@ impl Progress {
 mod tests {
     use super::*;
 
-    fn exercise(name: &str, chapter: &str) -> Exercise {
-        Exercise {
+    fn exercise(name: &str, chapter: &str) -> ExerciseCrate {
+        ExerciseCrate {
             name: name.into(),
             chapter: chapter.into(),
             title: format!("the {name} exercise"),

@@ -82,7 +82,7 @@ impl CallReport {
 // ANCHOR: classify
 /// What to do after an attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
+pub enum NextStep {
     Done,
     Retry,
     Stop,
@@ -90,15 +90,15 @@ pub enum Verdict {
 
 /// Transient failures are worth another try; a request the server understood
 /// and refused (400, 401, 403, 404, 422, ...) will be refused again.
-pub fn classify(outcome: &AttemptOutcome) -> Verdict {
+pub fn classify(outcome: &AttemptOutcome) -> NextStep {
     match outcome {
-        AttemptOutcome::Status(code) if (200..300).contains(code) => Verdict::Done,
+        AttemptOutcome::Status(code) if (200..300).contains(code) => NextStep::Done,
         // Throttled, or a gateway or the service itself is briefly unavailable.
-        AttemptOutcome::Status(429 | 502 | 503 | 504) => Verdict::Retry,
-        AttemptOutcome::Status(_) => Verdict::Stop,
+        AttemptOutcome::Status(429 | 502 | 503 | 504) => NextStep::Retry,
+        AttemptOutcome::Status(_) => NextStep::Stop,
         // The attempt never got an answer: nothing was decided, try again.
-        AttemptOutcome::Timeout | AttemptOutcome::Connect | AttemptOutcome::Reset => Verdict::Retry,
-        AttemptOutcome::OtherError => Verdict::Stop,
+        AttemptOutcome::Timeout | AttemptOutcome::Connect | AttemptOutcome::Reset => NextStep::Retry,
+        AttemptOutcome::OtherError => NextStep::Stop,
     }
 }
 
@@ -308,11 +308,11 @@ pub async fn send_with_retries(
         report.attempts += 1;
         report.last = outcome;
         match classify(&report.last) {
-            Verdict::Done => {
+            NextStep::Done => {
                 report.ending = Ending::Answered;
                 break;
             }
-            Verdict::Stop => {
+            NextStep::Stop => {
                 report.ending = if matches!(report.last, AttemptOutcome::Status(_)) {
                     Ending::Answered
                 } else {
@@ -320,12 +320,12 @@ pub async fn send_with_retries(
                 };
                 break;
             }
-            Verdict::Retry if !repeatable => {
+            NextStep::Retry if !repeatable => {
                 // A POST without a key may have been applied already: never resend.
                 report.ending = Ending::NotRetryable;
                 break;
             }
-            Verdict::Retry => {}
+            NextStep::Retry => {}
         }
         if report.attempts >= policy.max_attempts {
             report.ending = Ending::AttemptsExhausted;
@@ -389,13 +389,13 @@ mod tests {
     #[test]
     fn classification() {
         for code in [400, 401, 403, 404, 422] {
-            assert_eq!(classify(&AttemptOutcome::Status(code)), Verdict::Stop);
+            assert_eq!(classify(&AttemptOutcome::Status(code)), NextStep::Stop);
         }
         for code in [429, 502, 503, 504] {
-            assert_eq!(classify(&AttemptOutcome::Status(code)), Verdict::Retry);
+            assert_eq!(classify(&AttemptOutcome::Status(code)), NextStep::Retry);
         }
-        assert_eq!(classify(&AttemptOutcome::Timeout), Verdict::Retry);
-        assert_eq!(classify(&AttemptOutcome::Status(200)), Verdict::Done);
+        assert_eq!(classify(&AttemptOutcome::Timeout), NextStep::Retry);
+        assert_eq!(classify(&AttemptOutcome::Status(200)), NextStep::Done);
         let mut headers = HeaderMap::new();
         assert!(safe_to_repeat(&Method::GET, &headers));
         assert!(!safe_to_repeat(&Method::POST, &headers));

@@ -19,6 +19,7 @@ mod built;
 mod chapter_scope;
 mod file_length;
 mod includes;
+mod learning;
 mod type_names;
 
 pub use built::check_built_book;
@@ -125,6 +126,9 @@ pub fn check_sources(project: &Project) -> Result<Problems> {
             }
         }
     }
+    let slugs: Vec<String> = project.labs()?.into_iter().map(|lab| lab.slug).collect();
+    let exercises = crate::exercise::exercises(project)?;
+    learning::check(&book_dir, &slugs, &exercises, &mut problems);
     let sources = rust_sources(project)?;
     check_rust_files(&sources, &mut problems);
     let manifests = member_manifests(project)?;
@@ -161,7 +165,7 @@ fn stale_versions(
 /// workspace root, text).
 fn rust_sources(project: &Project) -> Result<Vec<(String, String)>> {
     let mut sources = Vec::new();
-    for folder in ["labs", "xtask", "widgets"] {
+    for folder in ["labs", "exercises", "xtask", "widgets"] {
         let dir = project.root.join(folder);
         if !dir.exists() {
             continue;
@@ -243,7 +247,7 @@ type Manifest = (std::path::PathBuf, toml::Table);
 /// Every lab's and widget's manifest, parsed.
 fn member_manifests(project: &Project) -> Result<Vec<Manifest>> {
     let mut manifests = Vec::new();
-    for folder in ["labs", "widgets"] {
+    for folder in ["labs", "exercises", "widgets"] {
         for entry in fs::read_dir(project.root.join(folder))? {
             let manifest = entry?.path().join("Cargo.toml");
             if !manifest.exists() {
