@@ -35,6 +35,11 @@ Tasks:
         entries, reference runs (and the crate versions they name), charts
   browser
         only the browser checks, on the book already in target/book
+  prepare [--bundle DIR]
+        for a workshop, the day before: install what the toolchain lacks,
+        build the exercises, run every lab once (quick), build the widgets
+        and the book; ends with `ready` or exactly what is missing; with
+        --bundle DIR also writes an offline bundle (cargo vendor + config)
   labs  list the labs
   exercise [verify <name> [--solution] | watch <name>]
         list the exercises (exercises/<name>/) with your progress; verify
@@ -74,6 +79,7 @@ pub enum Task {
     Browser,
     Labs,
     Exercise(crate::exercise::ExerciseCommand),
+    Prepare { bundle: Option<PathBuf> },
 }
 
 /// `cargo xtask lab`: which labs, in which mode, into which folder.
@@ -183,6 +189,12 @@ impl Task {
                     _ => Task::Labs,
                 }
             }
+            "prepare" => {
+                words.allow(&["--bundle"], false)?;
+                Task::Prepare {
+                    bundle: words.path("--bundle"),
+                }
+            }
             "exercise" => {
                 words.allow(&["--solution"], true)?;
                 Task::Exercise(words.exercise()?)
@@ -204,7 +216,7 @@ struct Words {
 }
 
 impl Words {
-    const WITH_VALUE: [&'static str; 4] = ["--out", "--data", "--port", "--set"];
+    const WITH_VALUE: [&'static str; 5] = ["--out", "--data", "--port", "--set", "--bundle"];
 
     fn parse(arguments: &[String]) -> Result<Words> {
         let mut words = Words {
@@ -401,6 +413,8 @@ mod tests {
             ("serve --port http", "not a port number"),
             ("test extra", "unexpected argument \"extra\""),
             ("exercise verify", "usage: cargo xtask exercise"),
+            ("prepare --bundle", "--bundle needs a value"),
+            ("prepare --fast", "unknown option --fast"),
             (
                 "exercise watch a --solution",
                 "--solution goes with exercise verify",

@@ -11,6 +11,7 @@ mod cli;
 mod data;
 mod exercise;
 mod lab_runs;
+mod prepare;
 mod project;
 mod reaper;
 mod runner;
@@ -80,6 +81,7 @@ fn dispatch(task: &Task) -> Result<()> {
         }
         Task::Tidy => tidy::check_sources(&project)?.into_result(),
         Task::Browser => browser_checks::check_book(&project.book_out()),
+        Task::Prepare { bundle } => prepare::run(&project, bundle.as_deref()),
         Task::Exercise(command) => exercise::task(&project, command),
         Task::Labs => {
             for lab in project.labs()? {
