@@ -8,7 +8,7 @@ use std::{
 };
 
 use anyhow::{Context, Result, bail, ensure};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::{browser::Browser, project::Project, serve, tidy, widgets};
 
@@ -49,6 +49,7 @@ pub fn check_book(book_out: &Path) -> Result<()> {
     check_widgets(&browser, &site)?;
     let quizzes = check_quizzes(&browser, &site)?;
     check_search(&browser, &site)?;
+    check_presenter(&browser, &site)?;
     let errors = browser.console_errors()?;
     ensure!(
         errors.is_empty(),
@@ -56,8 +57,8 @@ pub fn check_book(book_out: &Path) -> Result<()> {
         errors.join("\n  ")
     );
     eprintln!(
-        "browser: {pages_with_charts} chapter page(s) with charts, theme switch and search checked; \
-         {quizzes} quiz question(s) answered wrong and right"
+        "browser: {pages_with_charts} chapter page(s) with charts, theme switch, search and the \
+         presenter modes checked; {quizzes} quiz question(s) answered wrong and right"
     );
     Ok(())
 }
@@ -265,6 +266,56 @@ const SEARCH: &str = r#"
       if (hits > 0 || Date.now() - started > 10000) { done(hits); } else { setTimeout(poll, 100); }
     })();
 "#;
+
+/// The state of a chapter's speaker notes and projector mode; `press(key)`
+/// sends a key to the page as a reader would.
+const PRESENTER: &str = r#"
+    const notes = [...document.querySelectorAll('.speaker-notes')];
+    const press = (key) => document.dispatchEvent(new KeyboardEvent('keydown', {key, bubbles: true}));
+    const state = () => ({
+      notes: notes.length,
+      shown: notes.filter((note) => getComputedStyle(note).display !== 'none').length,
+      slides: document.querySelectorAll('main > section.slide').length,
+      buttons: document.querySelectorAll('.presenter-button').length,
+    });
+"#;
+
+/// The presenter toggle shows and hides the notes (and remembers them from
+/// page to page), print leaves them out unless they are on, and projector
+/// mode cuts the page into one section per screen and back.
+fn check_presenter(browser: &Browser, site: &Site) -> Result<()> {
+    let page = "keepalive-race.html";
+    site.open(browser, page)?;
+    let run = |script: &str| browser.eval(&format!("{PRESENTER}{script}"));
+    let start = run("return state();")?;
+    ensure!(
+        start["notes"].as_u64() > Some(0) && start["shown"] == 0 && start["buttons"] == 2,
+        "{page}: speaker notes must be there and hidden, with two presenter buttons: {start}"
+    );
+    let shown = run("press('n'); return state();")?;
+    ensure!(
+        shown["shown"] == start["notes"],
+        "{page}: the key n did not show the speaker notes: {shown}"
+    );
+    site.open(browser, page)?;
+    let print_on = |media: &str| browser.cdp("Emulation.setEmulatedMedia", json!({"media": media}));
+    print_on("print")?;
+    let printed_with = run("return state();")?;
+    run("press('n');")?;
+    let printed_without = run("return state();")?;
+    print_on("")?;
+    ensure!(
+        printed_with["shown"] == start["notes"] && printed_without["shown"] == 0,
+        "{page}: after a reload the notes must stay on and print with them, and print none once \
+         hidden: {printed_with} then {printed_without}"
+    );
+    let slides = run("press('p'); const on = state(); press('p'); return [on, state()];")?;
+    ensure!(
+        slides[0]["slides"].as_u64() > Some(3) && slides[1]["slides"] == 0,
+        "{page}: projector mode must cut the page into sections and put it back: {slides}"
+    );
+    Ok(())
+}
 
 fn check_search(browser: &Browser, site: &Site) -> Result<()> {
     site.open(browser, "index.html")?;

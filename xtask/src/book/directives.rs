@@ -5,7 +5,7 @@
 
 use anyhow::{Context, Result, bail, ensure};
 
-use super::{LabData, quiz};
+use super::{LabData, quiz, workshop};
 use crate::{
     charts::{self, THEMES},
     data::{Clock, PointKind},
@@ -24,6 +24,9 @@ pub fn expand(text: &str, to_root: &str, lab_data: &LabData) -> Result<String> {
             "{{#value ",
             "{{#widget ",
             "{{#quiz ",
+            "{{#duration ",
+            "{{#agenda ",
+            "{{#notes ",
         ]
         .iter()
         .any(|prefix| from_directive.starts_with(prefix));
@@ -47,7 +50,7 @@ pub fn expand(text: &str, to_root: &str, lab_data: &LabData) -> Result<String> {
             }
             (true, None) => {
                 bail!(
-                    "a {{{{#chart, #table, #value, #widget or #quiz directive is not closed with }}}}"
+                    "a {{{{#chart, #table, #value, #widget, #quiz, #duration, #agenda or #notes directive is not closed with }}}}"
                 )
             }
             (false, _) => {
@@ -118,6 +121,28 @@ fn expand_one(directive: &str, to_root: &str, lab_data: &LabData) -> Result<Stri
                 "\n<div class=\"lab-widget\" id=\"widget-{name}\" data-widget=\"{name}\">\
                  <noscript>This widget needs JavaScript and WebAssembly.</noscript></div>\n\
                  <script type=\"module\" src=\"{to_root}widgets/{name}/main.js\"></script>\n"
+            ))
+        }
+        Some("duration") => {
+            let rest: Vec<&str> = words.collect();
+            Ok(workshop::Minutes::parse(&rest.join(" "))?.render())
+        }
+        Some("agenda") => {
+            let name = words.next().context("usage: {{#agenda <name>}}")?;
+            ensure!(words.next().is_none(), "usage: {{{{#agenda <name>}}}}");
+            Ok(workshop::Agenda::load(&lab_data.book_dir, name)?.render())
+        }
+        Some("notes") => {
+            let slug = words.next().context("usage: {{#notes <slug>}}")?;
+            ensure!(words.next().is_none(), "usage: {{{{#notes <slug>}}}}");
+            let path = lab_data.book_dir.join("notes").join(format!("{slug}.md"));
+            let notes = std::fs::read_to_string(&path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            // Hidden until the presenter toggle shows it (book/theme/presenter.js).
+            Ok(format!(
+                "\n<div class=\"speaker-notes\" data-notes=\"{slug}\">\n\n\
+                 **Speaker notes** (the presenter toggle, key `n`, shows and hides them)\n\n\
+                 {notes}\n\n</div>\n"
             ))
         }
         Some("quiz") => {

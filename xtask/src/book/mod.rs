@@ -11,11 +11,17 @@
 //! - `{{#widget <name>}}`: the container and the module script of a widget;
 //! - `{{#quiz <slug>}}`: the chapter's questions from `book/quizzes/<slug>.toml`
 //!   (see `quiz`).
+//! - `{{#duration reading=N lab=N exercises=N quiz=N}}`: a chapter's minutes;
+//!   `{{#agenda <name>}}`: a workshop's schedule from `book/workshops/<name>.toml`,
+//!   its minutes read from the chapters (see `workshop`);
+//!   `{{#notes <slug>}}`: the speaker notes in `book/notes/<slug>.md`, hidden
+//!   until the presenter toggle shows them.
 //!
 //! A directive preceded by a backslash is left as text (without the backslash).
 
 mod directives;
 pub mod quiz;
+pub mod workshop;
 
 use std::{
     collections::HashMap,

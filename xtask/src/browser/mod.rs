@@ -176,6 +176,15 @@ impl Browser {
         )
     }
 
+    /// One Chrome DevTools Protocol command through chromedriver (for what
+    /// WebDriver has no command for, such as emulating print media).
+    pub fn cdp(&self, command: &str, params: Value) -> Result<Value> {
+        self.post(
+            &format!("/session/{}/goog/cdp/execute", self.session),
+            &json!({"cmd": command, "params": params}),
+        )
+    }
+
     /// Console messages at level SEVERE (errors) since the last call.
     pub fn console_errors(&self) -> Result<Vec<String>> {
         let entries = self.post(

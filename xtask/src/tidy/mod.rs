@@ -21,6 +21,7 @@ mod file_length;
 mod includes;
 mod learning;
 mod type_names;
+mod workshops;
 
 pub use built::check_built_book;
 pub(crate) use chapter_scope::directives;
@@ -129,6 +130,7 @@ pub fn check_sources(project: &Project) -> Result<Problems> {
     let slugs: Vec<String> = project.labs()?.into_iter().map(|lab| lab.slug).collect();
     let exercises = crate::exercise::exercises(project)?;
     learning::check(&book_dir, &slugs, &exercises, &mut problems);
+    workshops::check(&book_dir, &slugs, &mut problems);
     let sources = rust_sources(project)?;
     check_rust_files(&sources, &mut problems);
     let manifests = member_manifests(project)?;

@@ -1,0 +1,46 @@
+//! Workshops, checked: every lab's chapter states its minutes
+//! (`{{#duration}}`) and has speaker notes (`{{#notes <slug>}}` and
+//! `book/notes/<slug>.md`), and every agenda in `book/workshops/` adds up to
+//! its stated length and has a page that shows it.
+
+use std::{fs, path::Path};
+
+use super::Problems;
+use crate::book::workshop::{Agenda, agenda_names};
+
+pub(super) fn check(book_dir: &Path, labs: &[String], problems: &mut Problems) {
+    for slug in labs {
+        let chapter = fs::read_to_string(book_dir.join(format!("{slug}.md"))).unwrap_or_default();
+        if !chapter.contains("{{#duration ") {
+            problems.add(format!(
+                "book/{slug}.md states no minutes: add {{{{#duration reading=N lab=N exercises=N quiz=N}}}} under its title"
+            ));
+        }
+        if !chapter.contains(&format!("{{{{#notes {slug}}}}}")) {
+            problems.add(format!(
+                "book/{slug}.md has no speaker notes: add {{{{#notes {slug}}}}} and book/notes/{slug}.md"
+            ));
+        } else if !book_dir.join(format!("notes/{slug}.md")).is_file() {
+            problems.add(format!("book/notes/{slug}.md is missing"));
+        }
+    }
+    let names = agenda_names(book_dir);
+    if names.is_empty() {
+        problems.add("book/workshops/ has no agenda".into());
+    }
+    let pages = super::files_with_extension(book_dir, "md").unwrap_or_default();
+    for name in names {
+        if let Err(error) = Agenda::load(book_dir, &name) {
+            problems.add(format!("{error:#}"));
+        }
+        let directive = format!("{{{{#agenda {name}}}}}");
+        let shown = pages
+            .iter()
+            .any(|page| fs::read_to_string(page).is_ok_and(|text| text.contains(&directive)));
+        if !shown {
+            problems.add(format!(
+                "book/workshops/{name}.toml is not shown by any page ({directive})"
+            ));
+        }
+    }
+}
