@@ -28,7 +28,15 @@ pub fn run(project: &Project, command: &BookCommand) -> Result<PathBuf> {
         let mut data_dir = data_dir;
         if command.data == BookData::FreshRuns {
             let labs = project.labs()?;
-            lab_runs::run_labs(project, &labs, command.mode, &[], &data_dir, &mut steps)?;
+            lab_runs::run_labs(
+                project,
+                &labs,
+                command.mode,
+                &[],
+                None,
+                &data_dir,
+                &mut steps,
+            )?;
             // A run that could not measure a part (no [::1] here, say) has no
             // data for that part's charts: its chapter shows the reference run.
             data_dir = overlay_runs(project, &data_dir)?;

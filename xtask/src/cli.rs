@@ -10,12 +10,13 @@ pub const HELP: &str = "\
 cargo xtask <task> [options]
 
 Tasks:
-  lab <slug>... | --all [--quick | --full] [--out DIR] [--set KEY=VALUE]...
+  lab <slug>... | --all [--quick | --full] [--out DIR] [--set KEY=VALUE]... [--name NAME]
         build the labs in release, run them, validate every record, and write
         DIR/<slug>.jsonl (default book/data, the committed reference runs);
         --set changes one setting of one lab for this run (a field of its
         meta record's params), and needs --out: the reference runs keep the
-        labs' own settings
+        labs' own settings; --name NAME (with --out) names this machine in
+        the runs, for a workshop's comparison charts
   charts [--data DIR]
         draw every chart from DIR (default book/data) into target/charts
   book [--no-run | --data DIR] [--full]
@@ -91,6 +92,8 @@ pub struct LabCommand {
     pub out: Option<PathBuf>,
     /// `--set key=value` pairs, passed to the lab as they are.
     pub settings: lab_kit::Settings,
+    /// `--name NAME`: this machine's name in the runs' meta records.
+    pub name: Option<String>,
 }
 
 #[derive(Debug, PartialEq)]
@@ -125,7 +128,10 @@ impl Task {
         let task = match task.as_str() {
             "-h" | "--help" | "help" => Task::Help,
             "lab" => {
-                words.allow(&["--all", "--quick", "--full", "--out", "--set"], true)?;
+                words.allow(
+                    &["--all", "--quick", "--full", "--out", "--set", "--name"],
+                    true,
+                )?;
                 let labs = match (words.has("--all"), words.positional.is_empty()) {
                     (true, false) => return Err(usage("name labs or give --all, not both")),
                     (true, true) => LabChoice::All,
@@ -138,6 +144,12 @@ impl Task {
                         .map_err(|error| usage(format!("{error:#}")))?;
                 }
                 let out = words.path("--out");
+                let name = words.value("--name").map(str::to_string);
+                if name.is_some() && out.is_none() {
+                    return Err(usage(
+                        "--name needs --out DIR (for example target/mine): the reference runs in book/data name no machine",
+                    ));
+                }
                 if !settings.is_empty() {
                     if !matches!(&labs, LabChoice::Named(names) if names.len() == 1) {
                         return Err(usage(
@@ -155,6 +167,7 @@ impl Task {
                     mode: words.mode()?,
                     out,
                     settings,
+                    name,
                 })
             }
             "charts" => {
@@ -216,7 +229,8 @@ struct Words {
 }
 
 impl Words {
-    const WITH_VALUE: [&'static str; 5] = ["--out", "--data", "--port", "--set", "--bundle"];
+    const WITH_VALUE: [&'static str; 6] =
+        ["--out", "--data", "--port", "--set", "--bundle", "--name"];
 
     fn parse(arguments: &[String]) -> Result<Words> {
         let mut words = Words {
@@ -352,6 +366,7 @@ mod tests {
                 mode: Mode::Full,
                 out: Some(PathBuf::from("target/mine")),
                 settings: lab_kit::Settings::default(),
+                name: None,
             })
         );
         assert_eq!(
@@ -366,6 +381,7 @@ mod tests {
                         .push(pair)
                         .map(|()| settings),)
                     .unwrap(),
+                name: None,
             })
         );
         assert_eq!(
@@ -375,6 +391,7 @@ mod tests {
                 mode: Mode::Quick,
                 out: None,
                 settings: lab_kit::Settings::default(),
+                name: None,
             })
         );
         assert_eq!(
@@ -414,6 +431,7 @@ mod tests {
             ("test extra", "unexpected argument \"extra\""),
             ("exercise verify", "usage: cargo xtask exercise"),
             ("prepare --bundle", "--bundle needs a value"),
+            ("lab --all --name alice", "--name needs --out"),
             ("prepare --fast", "unknown option --fast"),
             (
                 "exercise watch a --solution",

@@ -64,6 +64,7 @@ pub fn task(project: &Project, command: &LabCommand) -> Result<()> {
         &labs,
         command.mode,
         &command.settings.words(),
+        command.name.as_deref(),
         &out_dir,
         &mut steps,
     );
@@ -73,11 +74,14 @@ pub fn task(project: &Project, command: &LabCommand) -> Result<()> {
 
 /// Builds `labs` in release and runs them into `out_dir`; fails, naming each
 /// failed lab, if any failed (their previous data files stay as they were).
+/// `settings` are `--set` pairs; `name` is the machine's name for the meta
+/// record (`--name`).
 pub fn run_labs(
     project: &Project,
     labs: &[Lab],
     mode: Mode,
     settings: &[String],
+    name: Option<&str>,
     out_dir: &Path,
     steps: &mut Steps,
 ) -> Result<()> {
@@ -88,8 +92,8 @@ pub fn run_labs(
         })?;
     }
     let batches = batches(labs);
-    let name = format!("run {} lab(s), {mode} mode", labs.len());
-    steps.run(&name, || {
+    let step = format!("run {} lab(s), {mode} mode", labs.len());
+    steps.run(&step, || {
         let binaries = project.cargo_target().join("release");
         let mut reports = Vec::new();
         let mut done = 0;
@@ -110,7 +114,7 @@ pub fn run_labs(
                 );
             }
             reports.extend(run_batch(
-                project, &binaries, batch, mode, settings, out_dir,
+                project, &binaries, batch, mode, settings, name, out_dir,
             ));
         }
         reports.sort_by(|left, right| left.slug.cmp(&right.slug));
@@ -230,6 +234,7 @@ fn run_batch(
     batch: &[&Lab],
     mode: Mode,
     settings: &[String],
+    name: Option<&str>,
     out_dir: &Path,
 ) -> Vec<LabReport> {
     let (sender, events) = mpsc::channel();
@@ -239,6 +244,9 @@ fn run_batch(
         command.arg(format!("--{mode}")).current_dir(&project.root);
         for setting in settings {
             command.arg("--set").arg(setting);
+        }
+        if let Some(name) = name {
+            command.arg("--name").arg(name);
         }
         let destination: PathBuf = out_dir.join(format!("{}.jsonl", lab.slug));
         // The lab stops itself at its budget; the kill timer is the backstop.

@@ -100,13 +100,15 @@ where
 {
     let Some(command) = parse_command_line(&std::env::args().skip(1).collect::<Vec<_>>())? else {
         println!(
-            "lab-{}: {}\n\nUsage: lab-{} [--quick | --full] [--set KEY=VALUE]... [--settings]\n\n\
+            "lab-{}: {}\n\nUsage: lab-{} [--quick | --full] [--set KEY=VALUE]... [--name NAME] [--settings]\n\n\
              Prints JSON Lines records to stdout and progress to stderr.\n\
              --quick          seconds; the default (budget {:?})\n\
              --full           closer to production scales (budget {:?})\n\
              --set KEY=VALUE  change one setting for this run (a list is\n\
              \x20                comma-separated); the meta record and every\n\
              \x20                caption say what was set\n\
+             --name NAME      name this machine in the meta record (a workshop's\n\
+             \x20                comparison charts label its runs with it)\n\
              --settings       print the settings of the mode (after any --set)\n\
              \x20                as KEY=VALUE lines, and run nothing",
             info.slug, info.about, info.slug, info.quick_budget, info.full_budget
@@ -116,6 +118,7 @@ where
     let LabCommandLine {
         mode,
         settings: changes,
+        name,
         print_settings,
     } = command;
     let config = changes.apply(settings(mode))?;
@@ -131,7 +134,7 @@ where
         .build()
         .context("starting the tokio runtime")?;
     let outcome = runtime.block_on(async {
-        let out = Output::stdout().with_settings(&changes);
+        let out = Output::stdout().with_settings(&changes).with_name(name);
         tokio::time::timeout(budget, lab(mode, config, out))
             .await
             .unwrap_or_else(|_| bail!("did not finish within its {budget:?} budget ({mode} mode)"))
@@ -142,11 +145,28 @@ where
     outcome
 }
 
+/// A machine's name: a short label for a chart's legend, nothing that would
+/// need escaping.
+fn machine_name(text: &str) -> Result<String> {
+    let good = !text.is_empty()
+        && text.len() <= 24
+        && text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.');
+    anyhow::ensure!(
+        good,
+        "--name {text:?}: give 1 to 24 letters, digits, '-', '_' or '.'"
+    );
+    Ok(text.to_string())
+}
+
 /// What a lab's command line asks for.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LabCommandLine {
     pub mode: Mode,
     pub settings: Settings,
+    /// `--name`: what the meta record calls this machine.
+    pub name: Option<String>,
     /// `--settings`: print the settings, run nothing.
     pub print_settings: bool,
 }
@@ -160,17 +180,19 @@ pub fn parse_command_line(args: &[String]) -> Result<Option<LabCommandLine>> {
     let mut command = LabCommandLine {
         mode: Mode::Quick,
         settings: Settings::default(),
+        name: None,
         print_settings: false,
     };
     let mut flags = crate::flags::Flags::new(args)
         .with_switches(&["--quick", "--full", "--settings"])
-        .known(&["--set"]);
+        .known(&["--set", "--name"]);
     while let Some(flag) = flags.next_flag()? {
         match flag.name {
             "--quick" => command.mode = Mode::Quick,
             "--full" => command.mode = Mode::Full,
             "--settings" => command.print_settings = true,
             "--set" => command.settings.push(flag.value)?,
+            "--name" => command.name = Some(machine_name(flag.value)?),
             _ => return Err(flag.unknown()),
         }
     }
@@ -206,6 +228,10 @@ mod tests {
         assert_eq!(error(&["--slow"]), "unknown flag \"--slow\"");
         assert_eq!(error(&["--set"]), "--set needs a value");
         assert!(error(&["--set", "requests"]).contains("expected key=value"));
+        let named = parse(&["--name", "alice-laptop"]).unwrap().unwrap();
+        assert_eq!(named.name.as_deref(), Some("alice-laptop"));
+        assert!(error(&["--name", "a b"]).contains("give 1 to 24 letters"));
+        assert!(error(&["--name", ""]).contains("give 1 to 24 letters"));
     }
 
     #[test]

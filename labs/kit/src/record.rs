@@ -47,6 +47,10 @@ pub struct Meta {
     /// empty for a run with the lab's own settings.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub set: Vec<String>,
+    /// The name the reader gave this machine (`--name alice`), so that a
+    /// workshop's comparison charts can tell the attendees' runs apart.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
     pub machine: Machine,
 }
 
@@ -70,6 +74,7 @@ impl Meta {
             time_scale,
             params: to_fields(params)?,
             set: Vec::new(),
+            name: None,
             machine: Machine::collect(),
         })
     }
@@ -251,6 +256,8 @@ pub struct Output {
     records: Vec<Record>,
     /// What `--set` changed, written into the meta record.
     set: Vec<String>,
+    /// `--name`, written into the meta record.
+    name: Option<String>,
 }
 
 impl Output {
@@ -260,6 +267,7 @@ impl Output {
             sink: Some(Box::new(io::stdout())),
             records: Vec::new(),
             set: Vec::new(),
+            name: None,
         }
     }
 
@@ -269,6 +277,7 @@ impl Output {
             sink: None,
             records: Vec::new(),
             set: Vec::new(),
+            name: None,
         }
     }
 
@@ -344,7 +353,16 @@ impl Output {
         if meta.set.is_empty() {
             meta.set = self.set.clone();
         }
+        if meta.name.is_none() {
+            meta.name = self.name.clone();
+        }
         self.write(Record::Meta(meta))
+    }
+
+    /// Records the name the reader gave this machine (`--name`).
+    pub fn with_name(mut self, name: Option<String>) -> Self {
+        self.name = name;
+        self
     }
 
     /// Records that this run's settings were changed by `--set`.
