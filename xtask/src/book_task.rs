@@ -21,6 +21,7 @@ pub fn run(project: &Project, command: &BookCommand) -> Result<PathBuf> {
     let data_dir = match &command.data {
         BookData::Reference => project.reference_data(),
         BookData::Overlay(own) => overlay_runs(project, own)?,
+        BookData::Compare(dirs) => overlay_runs(project, &dirs[0])?,
         BookData::FreshRuns => project.fresh_data(),
     };
     let mut steps = Steps::new("book");
@@ -41,7 +42,11 @@ pub fn run(project: &Project, command: &BookCommand) -> Result<PathBuf> {
             // data for that part's charts: its chapter shows the reference run.
             data_dir = overlay_runs(project, &data_dir)?;
         }
-        book::build(project, &data_dir, &mut steps)
+        let compare: &[PathBuf] = match &command.data {
+            BookData::Compare(dirs) => dirs,
+            _ => &[],
+        };
+        book::build(project, &data_dir, compare, &mut steps)
     })();
     steps.print_report();
     outcome

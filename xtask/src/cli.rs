@@ -19,12 +19,15 @@ Tasks:
         the runs, for a workshop's comparison charts
   charts [--data DIR]
         draw every chart from DIR (default book/data) into target/charts
-  book [--no-run | --data DIR] [--full]
+  book [--no-run | --data DIR...] [--full]
         run every lab (quick mode unless --full) into target/data, draw the
         charts and build the book into target/book; with --no-run, build from
         the committed reference runs in book/data instead; with --data DIR,
         build from the runs in DIR and the reference runs for the labs DIR
-        has no run of (e.g. after `lab <slug> --full --out DIR`)
+        has no run of (e.g. after `lab <slug> --full --out DIR`); with --data
+        given more than once (each attendee's folder), the chapters show the
+        first and the workshop's comparison page puts every machine on each
+        headline chart
   serve [--port N] [--no-run | --data DIR]
         build the book as `book` does, then serve it on http://127.0.0.1:N
         (default 3000) until Ctrl-C
@@ -117,6 +120,9 @@ pub enum BookData {
     Reference,
     /// The reader's runs in a folder, over the reference runs (`--data DIR`).
     Overlay(PathBuf),
+    /// Several machines' runs (`--data DIR --data DIR ...`, a workshop): the
+    /// chapters show the first, the comparison page all of them.
+    Compare(Vec<PathBuf>),
 }
 
 impl Task {
@@ -323,13 +329,19 @@ impl Words {
     }
 
     fn book(&self) -> Result<BookCommand> {
-        let data = match (self.has("--no-run"), self.path("--data")) {
-            (true, Some(_)) => {
+        let mut dirs: Vec<PathBuf> = self
+            .values("--data")
+            .into_iter()
+            .map(PathBuf::from)
+            .collect();
+        let data = match (self.has("--no-run"), dirs.len()) {
+            (true, 1..) => {
                 return Err(usage("--no-run and --data each choose the data; give one"));
             }
-            (true, None) => BookData::Reference,
-            (false, Some(dir)) => BookData::Overlay(dir),
-            (false, None) => BookData::FreshRuns,
+            (true, 0) => BookData::Reference,
+            (false, 0) => BookData::FreshRuns,
+            (false, 1) => BookData::Overlay(dirs.remove(0)),
+            (false, _) => BookData::Compare(dirs),
         };
         Ok(BookCommand {
             data,

@@ -69,7 +69,7 @@ pub fn run(project: &Project) -> Result<()> {
     let _ = steps.run("tidy: sources", || {
         tidy::check_sources(project)?.into_result()
     });
-    if book::build(project, &project.reference_data(), &mut steps).is_ok() {
+    if book::build(project, &project.reference_data(), &[], &mut steps).is_ok() {
         let _ = steps.run("tidy: built book", || {
             tidy::check_built_book(&project.book_out())?.into_result()
         });

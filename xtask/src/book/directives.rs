@@ -27,6 +27,7 @@ pub fn expand(text: &str, to_root: &str, lab_data: &LabData) -> Result<String> {
             "{{#duration ",
             "{{#agenda ",
             "{{#notes ",
+            "{{#compare}}",
         ]
         .iter()
         .any(|prefix| from_directive.starts_with(prefix));
@@ -145,6 +146,10 @@ fn expand_one(directive: &str, to_root: &str, lab_data: &LabData) -> Result<Stri
                  {notes}\n\n</div>\n"
             ))
         }
+        Some("compare") => {
+            ensure!(words.next().is_none(), "usage: {{{{#compare}}}}");
+            Ok(comparison_figures(to_root, lab_data))
+        }
         Some("quiz") => {
             let slug = words.next().context("usage: {{#quiz <slug>}}")?;
             ensure!(words.next().is_none(), "usage: {{{{#quiz <slug>}}}}");
@@ -159,6 +164,37 @@ fn expand_one(directive: &str, to_root: &str, lab_data: &LabData) -> Result<Stri
         }
         _ => bail!("unknown directive"),
     }
+}
+
+/// The comparison charts, or, in a book built from one machine's runs, how to
+/// build them.
+fn comparison_figures(to_root: &str, lab_data: &LabData) -> String {
+    if lab_data.comparisons.is_empty() {
+        return "\n<p class=\"compare-none\">This build of the book has one machine's runs, so \
+                there is nothing to compare yet. Build it from everyone's folders: \
+                <code>cargo xtask book --data alice --data bob --data carol</code>.</p>\n"
+            .to_string();
+    }
+    let mut text = String::new();
+    for figure in &lab_data.comparisons {
+        let title = html_escape(&figure.title);
+        let mut images = String::new();
+        for theme in THEMES {
+            images.push_str(&format!(
+                "<img class=\"chart-{}\" src=\"{to_root}charts/{}\" alt=\"Chart: {title}, one bar per machine\" width=\"760\" height=\"430\">\n",
+                theme.name,
+                figure.svg_name(theme.name)
+            ));
+        }
+        text.push_str(&format!(
+            "\n<figure class=\"lab-chart compare-chart\" data-machines=\"{}\">\n{images}<figcaption>{title}. \
+             Lab <code>{}</code>. {}</figcaption>\n</figure>\n",
+            html_escape(&figure.machines.join(",")),
+            figure.slug,
+            html_escape(&figure.caption)
+        ));
+    }
+    text
 }
 
 fn chart_figure(target: &str, to_root: &str, lab_data: &LabData) -> Result<String> {
@@ -297,6 +333,7 @@ mod tests {
             specs: HashMap::from([("demo".to_string(), Vec::new())]),
             runs: HashMap::from([("demo".to_string(), RunData::parse(RUN).unwrap())]),
             widgets: Vec::new(),
+            comparisons: Vec::new(),
         }
     }
 

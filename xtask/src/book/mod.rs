@@ -16,6 +16,8 @@
 //!   its minutes read from the chapters (see `workshop`);
 //!   `{{#notes <slug>}}`: the speaker notes in `book/notes/<slug>.md`, hidden
 //!   until the presenter toggle shows them.
+//! - `{{#compare}}`: the comparison charts of a book built from several
+//!   machines' runs (`--data DIR --data DIR`), or how to build them.
 //!
 //! A directive preceded by a backslash is left as text (without the backslash).
 
@@ -50,6 +52,9 @@ pub struct LabData {
     specs: HashMap<String, Vec<ChartSpec>>,
     runs: HashMap<String, RunData>,
     widgets: Vec<String>,
+    /// A workshop's comparison charts, when the book is built from several
+    /// machines' runs; `{{#compare}}` shows them.
+    comparisons: Vec<charts::compare::Figure>,
 }
 
 impl LabData {
@@ -73,6 +78,7 @@ impl LabData {
             specs,
             runs,
             widgets,
+            comparisons: Vec::new(),
         })
     }
 
@@ -87,16 +93,33 @@ impl LabData {
 }
 
 /// Builds the book from `data_dir` into target/book and returns index.html,
-/// in three steps: the charts, the widgets, the book itself.
-pub fn build(project: &Project, data_dir: &Path, steps: &mut Steps) -> Result<PathBuf> {
-    let written = steps.run("draw the charts", || {
+/// in three steps: the charts (and, with `compare` folders, each machine's
+/// runs on the headline charts), the widgets, the book itself.
+pub fn build(
+    project: &Project,
+    data_dir: &Path,
+    compare: &[PathBuf],
+    steps: &mut Steps,
+) -> Result<PathBuf> {
+    let (written, comparisons) = steps.run("draw the charts", || {
         let written = charts::draw_all(project, data_dir)?;
         eprintln!("    {written} SVG files from {}", data_dir.display());
-        Ok(written)
+        let comparisons = if compare.is_empty() {
+            Vec::new()
+        } else {
+            let figures = charts::compare::draw_all(project, compare, &project.charts_dir())?;
+            eprintln!(
+                "    {} comparison charts of {} machines",
+                figures.len(),
+                compare.len()
+            );
+            figures
+        };
+        Ok((written, comparisons))
     })?;
     steps.run("build the widgets (wasm32)", || build_widgets(project))?;
     steps.run("build the book (mdBook)", || {
-        render(project, data_dir, written)
+        render(project, data_dir, comparisons, written)
     })
 }
 
@@ -119,8 +142,14 @@ fn build_widgets(project: &Project) -> Result<()> {
     Ok(())
 }
 
-fn render(project: &Project, data_dir: &Path, written: usize) -> Result<PathBuf> {
-    let lab_data = LabData::load(project, data_dir)?;
+fn render(
+    project: &Project,
+    data_dir: &Path,
+    comparisons: Vec<charts::compare::Figure>,
+    written: usize,
+) -> Result<PathBuf> {
+    let mut lab_data = LabData::load(project, data_dir)?;
+    lab_data.comparisons = comparisons;
     let mut book =
         MDBook::load(&project.root).map_err(|error| anyhow!("loading the book: {error:#}"))?;
     let mut failures = Vec::new();

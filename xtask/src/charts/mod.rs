@@ -3,6 +3,7 @@
 //! for mdBook's light and dark themes, as SVG.
 
 mod colours;
+pub mod compare;
 mod draw;
 mod layout;
 mod prepare;
@@ -18,7 +19,7 @@ use crate::{data::RunData, project::Project};
 
 pub use colours::Colours;
 pub use draw::{THEMES, Theme};
-pub use prepare::Prepared;
+pub use prepare::{Prepared, PreparedSeries};
 pub use spec::{ChartSpec, Kind, Legend, load_specs};
 
 /// The file name of one rendering of a chart, relative to the charts folder.

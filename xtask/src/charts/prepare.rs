@@ -12,6 +12,10 @@ use crate::data::{PointKind, RunData};
 pub struct Prepared {
     pub series: Vec<PreparedSeries>,
     pub marks: Vec<(String, f64)>,
+    /// A comparison of machines (see `compare`): the bar chart's groups, one
+    /// per compared thing; each series is then a machine with a bar in
+    /// every group. Empty for a lab's own charts.
+    pub groups: Vec<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -133,7 +137,11 @@ impl ChartSpec {
                 _ => marks.push((mark.label.clone(), point.number(&mark.field)?)),
             }
         }
-        Ok(Prepared { series, marks })
+        Ok(Prepared {
+            series,
+            marks,
+            groups: Vec::new(),
+        })
     }
 }
 

@@ -59,6 +59,10 @@ pub struct ChartSpec {
     pub point_labels: bool,
     /// Draws the line y = x with this label: "one per request in flight".
     pub identity_line: Option<String>,
+    /// A headline bar chart that a workshop compares across machines
+    /// (`cargo xtask book --data DIR --data DIR ...`).
+    #[serde(default)]
+    pub compare: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]

@@ -37,6 +37,7 @@ fn prepared(names: &[&str]) -> Prepared {
             })
             .collect(),
         marks: Vec::new(),
+        groups: Vec::new(),
     }
 }
 

@@ -23,6 +23,9 @@ pub(super) fn draw_bars(
     data: &Prepared,
     theme: &Theme,
 ) -> Result<()> {
+    if !data.groups.is_empty() {
+        return draw_groups(area, spec, data, theme);
+    }
     let full_names: Vec<String> = data
         .series
         .iter()
@@ -105,6 +108,100 @@ pub(super) fn draw_bars(
                 value_style.clone(),
             )))
             .map_err(plot_error)?;
+    }
+    Ok(())
+}
+
+/// A comparison of machines: the groups (the lab's compared things) on the x
+/// axis, a bar per machine in each, coloured by machine (the legend names
+/// them), its value above it.
+fn draw_groups(
+    area: &DrawingArea<SVGBackend<'_>, Shift>,
+    spec: &ChartSpec,
+    data: &Prepared,
+    theme: &Theme,
+) -> Result<()> {
+    let names: Vec<String> = legend_names(&data.groups)
+        .into_iter()
+        .map(|name| name.trim_start_matches('/').to_string())
+        .collect();
+    let slot_px = f64::from(area.dim_in_pixel().0.saturating_sub(100)) / names.len().max(1) as f64;
+    let max_chars = ((slot_px - 8.0) / CHAR_PX).floor().max(6.0) as usize;
+    let labels: Vec<Vec<String>> = names
+        .iter()
+        .map(|name| wrap_label(name, max_chars))
+        .collect();
+    let lines = labels.iter().map(Vec::len).max().unwrap_or(1) as u32;
+    let max = data
+        .series
+        .iter()
+        .flat_map(|series| series.points.iter().map(|point| point.1))
+        .fold(0.0, f64::max);
+    let top = if max > 0.0 { max * 1.15 } else { 1.0 };
+    let mut chart = ChartBuilder::on(area)
+        .caption(&spec.title, label_style(theme, 18))
+        .margin(12)
+        .x_label_area_size(20 + LINE_PX as u32 * lines)
+        .y_label_area_size(70)
+        .build_cartesian_2d(
+            (0..names.len().saturating_sub(1)).into_segmented(),
+            0f64..top,
+        )
+        .map_err(plot_error)?;
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(names.len())
+        .x_label_formatter(&|_| String::new())
+        .y_label_formatter(&|value| tick(*value))
+        .y_desc(spec.y_label.clone().unwrap_or_else(|| spec.y.clone()))
+        .axis_style(theme.text)
+        .label_style(label_style(theme, 13))
+        .axis_desc_style(label_style(theme, 13))
+        .bold_line_style(theme.grid)
+        .light_line_style(TRANSPARENT)
+        .draw()
+        .map_err(plot_error)?;
+    let name_style = label_style(theme, LABEL_PX).pos(Pos::new(HPos::Center, VPos::Top));
+    for (index, lines) in labels.iter().enumerate() {
+        let (x, y) = chart.backend_coord(&(SegmentValue::CenterOf(index), 0.0));
+        for (line, text) in lines.iter().enumerate() {
+            let at = (x, y + 8 + LINE_PX * line as i32);
+            area.draw(&Text::new(text.clone(), at, name_style.clone()))
+                .map_err(plot_error)?;
+        }
+    }
+    // Each group's slot, less a gap on each side, shared by the machines.
+    let gap = 8.0;
+    let machines = data.series.len().max(1) as f64;
+    let bar_px = ((slot_px - 2.0 * gap) / machines).max(2.0);
+    let value_style = label_style(theme, 11).pos(Pos::new(HPos::Center, VPos::Bottom));
+    for (machine, series) in data.series.iter().enumerate() {
+        let colour = theme.colour(series.colour);
+        for &(group, value, _) in &series.points {
+            let group = group as usize;
+            let left = gap + bar_px * machine as f64;
+            let right = slot_px - left - bar_px;
+            let mut bar = Rectangle::new(
+                [
+                    (SegmentValue::Exact(group), 0.0),
+                    (SegmentValue::Exact(group + 1), value),
+                ],
+                colour.filled(),
+            );
+            bar.set_margin(0, 0, left.round() as u32, right.max(0.0).round() as u32);
+            chart
+                .draw_series(std::iter::once(bar))
+                .map_err(plot_error)?;
+            let (slot_left, top_px) = chart.backend_coord(&(SegmentValue::Exact(group), value));
+            let centre = slot_left + (left + bar_px / 2.0).round() as i32;
+            area.draw(&Text::new(
+                lab_kit::Value::Num(value).display(),
+                (centre, top_px - 2),
+                value_style.clone(),
+            ))
+            .map_err(plot_error)?;
+        }
     }
     Ok(())
 }

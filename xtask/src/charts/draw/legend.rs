@@ -12,8 +12,17 @@ use super::{LEGEND_FONT, LEGEND_ROW, MARGIN, Theme, WIDTH, Y_LABEL_AREA, label_s
 use crate::charts::{ChartSpec, Kind, Legend, Prepared, layout};
 
 /// The series names a legend shows, with their palette index; none for bar
-/// charts (the names are on the x axis) or for a single series.
+/// charts (the names are on the x axis) or for a single series, but the
+/// machines of a comparison.
 pub(super) fn legend_entries(spec: &ChartSpec, data: &Prepared) -> Vec<(String, usize)> {
+    if !data.groups.is_empty() {
+        // A comparison: every machine, by its name, even when there is one.
+        return data
+            .series
+            .iter()
+            .map(|series| (series.name.clone(), series.colour))
+            .collect();
+    }
     if spec.kind == Kind::Bar || spec.legend == Legend::None || data.series.len() < 2 {
         return Vec::new();
     }
