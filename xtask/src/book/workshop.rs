@@ -66,7 +66,7 @@ impl Minutes {
             .map(|(part, minutes)| format!("{part} {minutes}"))
             .collect();
         format!(
-            "\n<p class=\"duration\">About {} minutes: {} (minutes).</p>\n",
+            "\n<p class=\"duration\">In a workshop: about {} minutes ({}, in minutes).</p>\n",
             self.total(),
             parts.join(", ")
         )

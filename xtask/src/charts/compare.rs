@@ -38,15 +38,15 @@ impl Figure {
 
 /// One machine's runs: its name and the folder they are in.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Machine {
+pub struct MachineRuns {
     pub name: String,
     pub dir: PathBuf,
 }
 
 /// The machines behind `dirs`, in order, each named by the `--name` of its
 /// runs or by its folder; a name given twice gets a number.
-pub fn machines(dirs: &[PathBuf]) -> Result<Vec<Machine>> {
-    let mut machines: Vec<Machine> = Vec::new();
+pub fn machines(dirs: &[PathBuf]) -> Result<Vec<MachineRuns>> {
+    let mut machines: Vec<MachineRuns> = Vec::new();
     for dir in dirs {
         ensure!(dir.is_dir(), "--data {}: no such folder", dir.display());
         let mut named = None;
@@ -83,7 +83,7 @@ pub fn machines(dirs: &[PathBuf]) -> Result<Vec<Machine>> {
             name = format!("{base}-{number}");
             number += 1;
         }
-        machines.push(Machine {
+        machines.push(MachineRuns {
             name,
             dir: dir.clone(),
         });
@@ -175,7 +175,7 @@ pub fn draw_all(project: &Project, dirs: &[PathBuf], charts_dir: &Path) -> Resul
     Ok(figures)
 }
 
-fn runs_of(machines: &[Machine], slug: &str) -> Result<Vec<(String, RunData)>> {
+fn runs_of(machines: &[MachineRuns], slug: &str) -> Result<Vec<(String, RunData)>> {
     let mut runs = Vec::new();
     for machine in machines {
         let path: &Path = &machine.dir.join(format!("{slug}.jsonl"));
