@@ -271,7 +271,7 @@ const SEARCH: &str = r#"
 /// sends a key to the page as a reader would.
 const PRESENTER: &str = r#"
     const notes = [...document.querySelectorAll('.speaker-notes')];
-    const press = (key) => document.dispatchEvent(new KeyboardEvent('keydown', {key, bubbles: true}));
+    const press = (key) => document.body.dispatchEvent(new KeyboardEvent('keydown', {key, bubbles: true}));
     const state = () => ({
       notes: notes.length,
       shown: notes.filter((note) => getComputedStyle(note).display !== 'none').length,
