@@ -35,7 +35,7 @@ impl RunData {
             let record =
                 parse_line(line).map_err(|error| anyhow!("{number}: invalid record: {error:#}"))?;
             match (record, number) {
-                (Record::Meta(found), 1) => meta = Some(found),
+                (Record::Meta(found), 1) => meta = Some(*found),
                 (Record::Meta(_), _) => bail!("{number}: a second meta record"),
                 (_, 1) => bail!("1: the first record must be meta"),
                 (Record::Sample(point), _) => samples.push(point),

@@ -23,7 +23,8 @@ use crate::{cli::Mode, machine::Machine};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", content = "data", rename_all = "lowercase")]
 pub enum Record {
-    Meta(Meta),
+    /// Boxed: it is far larger than a point, and there is one per run.
+    Meta(Box<Meta>),
     Sample(Point),
     Summary(Point),
 }
@@ -308,7 +309,7 @@ impl Output {
     /// The run's meta record, if it wrote one first.
     pub fn meta_record(&self) -> Option<&Meta> {
         match self.records.first() {
-            Some(Record::Meta(meta)) => Some(meta),
+            Some(Record::Meta(meta)) => Some(&**meta),
             _ => None,
         }
     }
@@ -356,7 +357,7 @@ impl Output {
         if meta.name.is_none() {
             meta.name = self.name.clone();
         }
-        self.write(Record::Meta(meta))
+        self.write(Record::Meta(Box::new(meta)))
     }
 
     /// Records the name the reader gave this machine (`--name`).
