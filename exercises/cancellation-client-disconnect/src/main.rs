@@ -1,0 +1,108 @@
+//! The check: serves the piece as `GET /quote` in front of the cancellation
+//! lab's slow downstream (time compressed 10x), sends one request over
+//! HTTP/1.1 that gives up early, and reads the downstream's own marks: when
+//! it stopped working, and whether it finished.
+
+use std::{future::Future, pin::Pin, process::ExitCode, time::Duration};
+
+use anyhow::{Context, Result};
+use axum::{Router, routing::get};
+use exercise_kit::{Exercise, Variant, Verdict};
+use lab_cancellation::{downstream, probe::CaseProbe};
+use lab_kit::server::spawn_axum;
+
+#[path = "../solution/lib.rs"]
+mod solution;
+
+const EXERCISE: Exercise = Exercise::new(
+    "cancellation-client-disconnect",
+    "a spawned task belongs to the runtime, not to the request: dropping the handler drops \
+     only its JoinHandle. Await the call in the handler's own future, or give the spawned task \
+     a CancellationToken that a drop guard in the handler cancels",
+);
+
+/// Time runs 10 times faster than in production, as in the lab's full mode.
+const COMPRESSION: f64 = 10.0;
+/// The pricing call: 12 s in production.
+const WORK: Duration = Duration::from_millis(1200);
+/// When the user gives up: 2 s in production.
+const LEAVE_AFTER: Duration = Duration::from_millis(200);
+
+fn production_s(lab_ms: f64) -> f64 {
+    lab_ms * COMPRESSION / 1000.0
+}
+
+type QuoteFuture = Pin<Box<dyn Future<Output = String> + Send>>;
+type Quote = fn(reqwest::Client, String) -> QuoteFuture;
+
+fn yours(client: reqwest::Client, url: String) -> QuoteFuture {
+    Box::pin(cancellation_client_disconnect::quote(client, url))
+}
+
+fn theirs(client: reqwest::Client, url: String) -> QuoteFuture {
+    Box::pin(solution::quote(client, url))
+}
+
+async fn check(variant: Variant) -> Result<Verdict> {
+    let quote: Quote = variant.pick(yours, theirs);
+    let probe = CaseProbe::start();
+    let pricing = downstream::start(WORK, std::sync::Arc::clone(&probe)).await?;
+    let pricing_url = pricing.url("/work");
+    let outbound = reqwest::Client::new();
+    let app = Router::new().route(
+        "/quote",
+        get(move || quote(outbound.clone(), pricing_url.clone())),
+    );
+    let server = spawn_axum(app).await?;
+    let user = reqwest::Client::builder()
+        .http1_only()
+        .build()
+        .context("building the client")?;
+    let outcome = user
+        .get(server.url("/quote"))
+        .timeout(LEAVE_AFTER)
+        .send()
+        .await;
+    probe.mark(|marks, now| marks.client_done_ms = Some(now));
+    anyhow::ensure!(
+        outcome.is_err(),
+        "the user got an answer before it gave up, from a downstream that takes {WORK:?}"
+    );
+    let marks = probe
+        .settle(WORK * 2, |marks| marks.downstream_end_ms.is_some())
+        .await;
+    server.stop(Duration::from_millis(200)).await?;
+    pricing.stop(Duration::from_millis(200)).await?;
+    let left_ms = marks.client_done_ms.unwrap_or(0.0);
+    let remaining_ms = (WORK - LEAVE_AFTER).as_secs_f64() * 1000.0;
+    let Some(end_ms) = marks.downstream_end_ms else {
+        return Ok(Verdict::fail(format!(
+            "the pricing call was still running {:.0} s after the client left (time \
+             compressed {COMPRESSION}x): the work runs for nobody",
+            production_s(WORK.as_secs_f64() * 2000.0 - left_ms)
+        )));
+    };
+    let after_ms = (end_ms - left_ms).max(0.0);
+    let after_s = production_s(after_ms);
+    if marks.downstream_completed || after_ms > remaining_ms / 4.0 {
+        let finished = if marks.downstream_completed {
+            "finished its work"
+        } else {
+            "then stopped unfinished"
+        };
+        return Ok(Verdict::fail(format!(
+            "the pricing call kept running {after_s:.1} s after the client left and {finished} \
+             (time compressed {COMPRESSION}x: {after_ms:.0} ms, with {remaining_ms:.0} ms of \
+             work left when the client went): the shared service worked for nobody"
+        )));
+    }
+    Ok(Verdict::pass(format!(
+        "the pricing call stopped {after_s:.1} s after the client left (time compressed \
+         {COMPRESSION}x: {after_ms:.0} ms), unfinished, with {:.0} s of its work left undone",
+        production_s(remaining_ms - after_ms)
+    )))
+}
+
+fn main() -> ExitCode {
+    exercise_kit::main(EXERCISE, check)
+}
