@@ -178,14 +178,9 @@ fn comparison_figures(to_root: &str, lab_data: &LabData) -> String {
     let mut text = String::new();
     for figure in &lab_data.comparisons {
         let title = html_escape(&figure.title);
-        let mut images = String::new();
-        for theme in THEMES {
-            images.push_str(&format!(
-                "<img class=\"chart-{}\" src=\"{to_root}charts/{}\" alt=\"Chart: {title}, one bar per machine\" width=\"760\" height=\"430\">\n",
-                theme.name,
-                figure.svg_name(theme.name)
-            ));
-        }
+        let images = chart_images(to_root, &format!("{title}, one bar per machine"), |theme| {
+            figure.svg_name(theme.name)
+        });
         text.push_str(&format!(
             "\n<figure class=\"lab-chart compare-chart\" data-machines=\"{}\">\n{images}<figcaption>{title}. \
              Lab <code>{}</code>. {}</figcaption>\n</figure>\n",
@@ -197,6 +192,21 @@ fn comparison_figures(to_root: &str, lab_data: &LabData) -> String {
     text
 }
 
+/// A chart's two renderings, light and dark (the CSS shows the one that
+/// matches the theme); `file` names a rendering under charts/.
+fn chart_images(to_root: &str, alt: &str, file: impl Fn(&charts::Theme) -> String) -> String {
+    THEMES
+        .iter()
+        .map(|theme| {
+            format!(
+                "<img class=\"chart-{}\" src=\"{to_root}charts/{}\" alt=\"Chart: {alt}\" width=\"760\" height=\"430\">\n",
+                theme.name,
+                file(theme)
+            )
+        })
+        .collect()
+}
+
 fn chart_figure(target: &str, to_root: &str, lab_data: &LabData) -> Result<String> {
     let (slug, name) = target.split_once('/').context("expected <slug>/<name>")?;
     let run = lab_data.run(slug)?;
@@ -205,14 +215,7 @@ fn chart_figure(target: &str, to_root: &str, lab_data: &LabData) -> Result<Strin
         .find(|spec| spec.name == name)
         .with_context(|| format!("labs/{slug}/charts.toml has no chart {name:?}"))?;
     let title = html_escape(&spec.title);
-    let mut images = String::new();
-    for theme in THEMES {
-        images.push_str(&format!(
-            "<img class=\"chart-{}\" src=\"{to_root}charts/{}\" alt=\"Chart: {title}\" width=\"760\" height=\"430\">\n",
-            theme.name,
-            charts::svg_name(slug, name, &theme)
-        ));
-    }
+    let images = chart_images(to_root, &title, |theme| charts::svg_name(slug, name, theme));
     Ok(format!(
         "\n<figure class=\"lab-chart\">\n{images}<figcaption>{title}. Lab <code>{slug}</code>, {}. \
          <a href=\"{to_root}lab-data/{slug}.jsonl\">Data</a>.</figcaption>\n</figure>\n",

@@ -266,7 +266,7 @@ minutes = 15
         assert!(
             minutes
                 .render()
-                .contains("About 45 minutes: reading 15, lab 5")
+                .contains("about 45 minutes (reading 15, lab 5")
         );
         for (bad, says) in [
             ("reading=x", "whole number"),
