@@ -97,7 +97,9 @@ pub fn classify(outcome: &AttemptOutcome) -> NextStep {
         AttemptOutcome::Status(429 | 502 | 503 | 504) => NextStep::Retry,
         AttemptOutcome::Status(_) => NextStep::Stop,
         // The attempt never got an answer: nothing was decided, try again.
-        AttemptOutcome::Timeout | AttemptOutcome::Connect | AttemptOutcome::Reset => NextStep::Retry,
+        AttemptOutcome::Timeout | AttemptOutcome::Connect | AttemptOutcome::Reset => {
+            NextStep::Retry
+        }
         AttemptOutcome::OtherError => NextStep::Stop,
     }
 }
