@@ -30,8 +30,16 @@ async fn a_propagated_deadline_stops_the_backend_by_the_edge_deadline() {
     // edge's dropped call closed its connection, and the drop travelled down
     // to the backend's handlers still waiting for the pool.
     assert!(fixed.queries_run <= config.chain_pool as u64, "{label}");
+    // The query's length comes from a calibration of SQLite's speed made
+    // at the start of the case: on a machine that was busy then, the query
+    // is shorter than planned (one CI run saw 1.0 s of the planned 5 s after
+    // the deadline), so this asserts that it outlived the deadline, by a
+    // clear margin over the propagated chain, not by how much.
+    assert!(remaining > 1.0, "{label}");
     assert!(
-        fixed.longest_query_after_deadline_s > remaining / 2.0,
+        fixed.longest_query_after_deadline_s > 0.5
+            && fixed.longest_query_after_deadline_s
+                > propagated.longest_query_after_deadline_s + 0.4,
         "{label}"
     );
     // ...and with the budget propagated they end by the deadline (a margin
