@@ -15,6 +15,8 @@ pub(super) fn check(book_dir: &Path, labs: &[String], problems: &mut Problems) {
             problems.add(format!(
                 "book/{slug}.md states no minutes: add {{{{#duration reading=N lab=N exercises=N quiz=N}}}} under its title"
             ));
+        } else if let Some(problem) = reading_disagrees(&chapter) {
+            problems.add(format!("book/{slug}.md: {problem}"));
         }
         if !chapter.contains(&format!("{{{{#notes {slug}}}}}")) {
             problems.add(format!(
@@ -42,5 +44,40 @@ pub(super) fn check(book_dir: &Path, labs: &[String], problems: &mut Problems) {
                 "book/workshops/{name}.toml is not shown by any page ({directive})"
             ));
         }
+    }
+}
+
+/// The front matter's "Reading time: N minutes" and the plan's `reading=N`
+/// say the same thing twice; a chapter whose two numbers differ is named.
+fn reading_disagrees(chapter: &str) -> Option<String> {
+    let number_after = |marker: &str| -> Option<u32> {
+        let rest = &chapter[chapter.find(marker)? + marker.len()..];
+        let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+        digits.parse().ok()
+    };
+    let stated = number_after("Reading time: ")?;
+    let planned = number_after("{{#duration reading=")?;
+    (stated != planned).then(|| {
+        format!(
+            "its front matter says {stated} minutes of reading, its {{{{#duration}}}} {planned}"
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::reading_disagrees;
+
+    #[test]
+    fn the_two_reading_times_of_a_chapter_must_agree() {
+        let page = |stated: u32, planned: u32| {
+            format!("Reading time: {stated} minutes.\n{{{{#duration reading={planned} lab=5}}}}")
+        };
+        assert_eq!(reading_disagrees(&page(15, 15)), None);
+        let problem = reading_disagrees(&page(15, 20)).unwrap();
+        assert!(
+            problem.contains("15 minutes of reading, its {{#duration}} 20"),
+            "{problem}"
+        );
     }
 }
