@@ -5,8 +5,6 @@
 
 use std::{
     collections::HashSet,
-    future::Future,
-    pin::Pin,
     process::ExitCode,
     sync::{Arc, Mutex},
     time::Duration,
@@ -47,31 +45,26 @@ const FEWEST_RECOVERED: u64 = 95;
 /// Every phase must be done by then, whatever the piece does.
 const PATIENCE: Duration = Duration::from_secs(6);
 
-type CallFuture<'a> = Pin<Box<dyn Future<Output = Option<reqwest::StatusCode>> + Send + 'a>>;
-
-/// Yours and the solution's `Retrying`, behind one type.
-trait Caller: Send + Sync {
-    fn call<'a>(&'a self, url: &'a str) -> CallFuture<'a>;
+/// Yours or the solution's `Retrying`, as one type.
+enum Caller {
+    Yours(backoff_jitter_retry_budget::Retrying),
+    Solution(solution::Retrying),
 }
 
-impl Caller for backoff_jitter_retry_budget::Retrying {
-    fn call<'a>(&'a self, url: &'a str) -> CallFuture<'a> {
-        Box::pin(self.get(url))
+impl Caller {
+    fn new(variant: Variant, client: reqwest::Client) -> Caller {
+        match variant {
+            Variant::Yours => Caller::Yours(backoff_jitter_retry_budget::Retrying::new(client)),
+            Variant::Solution => Caller::Solution(solution::Retrying::new(client)),
+        }
     }
-}
 
-impl Caller for solution::Retrying {
-    fn call<'a>(&'a self, url: &'a str) -> CallFuture<'a> {
-        Box::pin(self.get(url))
+    async fn call(&self, url: &str) -> Option<reqwest::StatusCode> {
+        match self {
+            Caller::Yours(retrying) => retrying.get(url).await,
+            Caller::Solution(retrying) => retrying.get(url).await,
+        }
     }
-}
-
-fn yours(client: reqwest::Client) -> Arc<dyn Caller> {
-    Arc::new(backoff_jitter_retry_budget::Retrying::new(client))
-}
-
-fn theirs(client: reqwest::Client) -> Arc<dyn Caller> {
-    Arc::new(solution::Retrying::new(client))
 }
 
 /// `/blip/{call}`: the first attempt of every tenth call fails with 503.
@@ -86,7 +79,7 @@ async fn blip(State(seen): State<Arc<Mutex<HashSet<u64>>>>, Path(call): Path<u64
 
 /// Makes `CALLS` calls, `url(call)` each; how many ended with a 200.
 /// Worker `w` makes calls `w`, `w + WORKERS`, ... one after the other.
-async fn calls(caller: &Arc<dyn Caller>, url: impl Fn(u64) -> String) -> Result<Option<u64>> {
+async fn calls(caller: &Arc<Caller>, url: impl Fn(u64) -> String) -> Result<Option<u64>> {
     let mut workers = JoinSet::new();
     for worker in 0..WORKERS {
         let caller = Arc::clone(caller);
@@ -115,7 +108,6 @@ async fn calls(caller: &Arc<dyn Caller>, url: impl Fn(u64) -> String) -> Result<
 }
 
 async fn check(variant: Variant) -> Result<Verdict> {
-    let make: fn(reqwest::Client) -> Arc<dyn Caller> = variant.pick(yours, theirs);
     let recorder = Recorder::new(FlakyConfig::default());
     let app = flaky::app(Arc::clone(&recorder)).merge(
         Router::new()
@@ -123,7 +115,7 @@ async fn check(variant: Variant) -> Result<Verdict> {
             .with_state(Arc::default()),
     );
     let server = spawn_axum(app).await?;
-    let caller = make(live::client()?);
+    let caller = Arc::new(Caller::new(variant, live::client()?));
     let Some(recovered) = calls(&caller, |call| server.url(&format!("/blip/{call}"))).await? else {
         return Ok(Verdict::fail(format!(
             "{CALLS} calls to a dependency that fails one first attempt in ten took over {} s",

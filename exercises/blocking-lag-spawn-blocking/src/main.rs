@@ -4,8 +4,6 @@
 //! canary every 10 ms (the lab's external prober) through a burst of logins.
 
 use std::{
-    future::Future,
-    pin::Pin,
     process::ExitCode,
     sync::{Arc, Mutex},
     time::{Duration, Instant},
@@ -16,7 +14,7 @@ use axum::{
     Router,
     routing::{get, post},
 };
-use exercise_kit::{Exercise, Variant, Verdict};
+use exercise_kit::{Exercise, Variant, Verdict, pick_async};
 use lab_kit::stats::Latencies;
 use tokio::sync::watch;
 
@@ -37,8 +35,6 @@ const COST: Duration = Duration::from_millis(300);
 /// The canary's period, and the latency that means it waited for a worker.
 const CANARY_EVERY: Duration = Duration::from_millis(10);
 const STALL_MS: f64 = 150.0;
-
-type Login = fn(Duration, String) -> Pin<Box<dyn Future<Output = String> + Send>>;
 
 /// GET /health every `CANARY_EVERY` until stopped; each latency recorded.
 async fn canary(url: String, mut stopped: watch::Receiver<bool>) -> Result<Latencies> {
@@ -71,15 +67,17 @@ async fn canary(url: String, mut stopped: watch::Receiver<bool>) -> Result<Laten
 }
 
 async fn check(variant: Variant) -> Result<Verdict> {
-    let login: Login = variant.pick(
-        |cost, password| Box::pin(blocking_lag_spawn_blocking::login(cost, password)),
-        |cost, password| Box::pin(solution::login(cost, password)),
-    );
     let app = Router::new()
         .route("/health", get(|| async { "ok\n" }))
         .route(
             "/login",
-            post(move |password: String| login(COST, password)),
+            post(move |password: String| {
+                pick_async!(
+                    variant,
+                    blocking_lag_spawn_blocking::login(COST, password),
+                    solution::login(COST, password),
+                )
+            }),
         );
     // The service's runtime: two workers, and the blocking pool tokio gives it.
     let service_runtime = tokio::runtime::Builder::new_multi_thread()

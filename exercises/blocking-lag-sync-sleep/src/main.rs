@@ -4,8 +4,6 @@
 //! how late it woke. A burst of lookups comes from the check's own runtime.
 
 use std::{
-    future::Future,
-    pin::Pin,
     process::ExitCode,
     sync::{Arc, Mutex},
     time::{Duration, Instant},
@@ -13,7 +11,7 @@ use std::{
 
 use anyhow::{Context, Result};
 use axum::{Router, extract::Path, routing::get};
-use exercise_kit::{Exercise, Variant, Verdict};
+use exercise_kit::{Exercise, Variant, Verdict, pick_async};
 use lab_kit::stats::percentile;
 use tokio::time::MissedTickBehavior;
 
@@ -35,8 +33,6 @@ const WORKERS: usize = 2;
 const TICK: Duration = Duration::from_millis(5);
 const LAG_MS: f64 = 100.0;
 
-type Stock = fn(String, Duration) -> Pin<Box<dyn Future<Output = String> + Send>>;
-
 /// How late each 5 ms wake-up came, in ms, into `lags`, until aborted.
 async fn lag_probe(lags: Arc<Mutex<Vec<f64>>>) {
     let mut ticker = tokio::time::interval(TICK);
@@ -49,13 +45,15 @@ async fn lag_probe(lags: Arc<Mutex<Vec<f64>>>) {
 }
 
 async fn check(variant: Variant) -> Result<Verdict> {
-    let stock: Stock = variant.pick(
-        |sku, round_trip| Box::pin(blocking_lag_sync_sleep::stock(sku, round_trip)),
-        |sku, round_trip| Box::pin(solution::stock(sku, round_trip)),
-    );
     let app = Router::new().route(
         "/stock/{sku}",
-        get(move |Path(sku): Path<String>| stock(sku, ROUND_TRIP)),
+        get(move |Path(sku): Path<String>| {
+            pick_async!(
+                variant,
+                blocking_lag_sync_sleep::stock(sku, ROUND_TRIP),
+                solution::stock(sku, ROUND_TRIP),
+            )
+        }),
     );
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(WORKERS)

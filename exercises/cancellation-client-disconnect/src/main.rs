@@ -3,11 +3,11 @@
 //! HTTP/1.1 that gives up early, and reads the downstream's own marks: when
 //! it stopped working, and whether it finished.
 
-use std::{future::Future, pin::Pin, process::ExitCode, time::Duration};
+use std::{process::ExitCode, time::Duration};
 
 use anyhow::{Context, Result};
 use axum::{Router, routing::get};
-use exercise_kit::{Exercise, Variant, Verdict};
+use exercise_kit::{Exercise, Variant, Verdict, pick_async};
 use lab_cancellation::{downstream, probe::CaseProbe};
 use lab_kit::server::spawn_axum;
 
@@ -32,26 +32,21 @@ fn production_s(lab_ms: f64) -> f64 {
     lab_ms * COMPRESSION / 1000.0
 }
 
-type QuoteFuture = Pin<Box<dyn Future<Output = String> + Send>>;
-type Quote = fn(reqwest::Client, String) -> QuoteFuture;
-
-fn yours(client: reqwest::Client, url: String) -> QuoteFuture {
-    Box::pin(cancellation_client_disconnect::quote(client, url))
-}
-
-fn theirs(client: reqwest::Client, url: String) -> QuoteFuture {
-    Box::pin(solution::quote(client, url))
-}
-
 async fn check(variant: Variant) -> Result<Verdict> {
-    let quote: Quote = variant.pick(yours, theirs);
     let probe = CaseProbe::start();
     let pricing = downstream::start(WORK, std::sync::Arc::clone(&probe)).await?;
     let pricing_url = pricing.url("/work");
     let outbound = reqwest::Client::new();
     let app = Router::new().route(
         "/quote",
-        get(move || quote(outbound.clone(), pricing_url.clone())),
+        get(move || {
+            let (client, url) = (outbound.clone(), pricing_url.clone());
+            pick_async!(
+                variant,
+                cancellation_client_disconnect::quote(client, url),
+                solution::quote(client, url),
+            )
+        }),
     );
     let server = spawn_axum(app).await?;
     let user = reqwest::Client::builder()

@@ -5,21 +5,14 @@
 //! handed and how long its request stayed open.
 
 use std::{
-    future::Future,
-    pin::Pin,
     process::ExitCode,
     sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
 
 use anyhow::{Context, Result};
-use axum::{
-    Router,
-    extract::State,
-    http::{HeaderMap, StatusCode},
-    routing::get,
-};
-use exercise_kit::{Exercise, Variant, Verdict};
+use axum::{Router, extract::State, http::HeaderMap, routing::get};
+use exercise_kit::{Exercise, Variant, Verdict, pick_async};
 use lab_cancellation::grpc_timeout;
 use lab_kit::server::spawn_axum;
 
@@ -80,21 +73,7 @@ async fn hanging_pricing(State(seen): State<Arc<Mutex<Seen>>>, headers: HeaderMa
     "42\n"
 }
 
-type QuoteFuture = Pin<Box<dyn Future<Output = StatusCode> + Send>>;
-type Quote = fn(reqwest::RequestBuilder, HeaderMap, Duration) -> QuoteFuture;
-
-fn yours(pricing: reqwest::RequestBuilder, headers: HeaderMap, own: Duration) -> QuoteFuture {
-    Box::pin(cancellation_deadline_propagation::quote(
-        pricing, headers, own,
-    ))
-}
-
-fn theirs(pricing: reqwest::RequestBuilder, headers: HeaderMap, own: Duration) -> QuoteFuture {
-    Box::pin(solution::quote(pricing, headers, own))
-}
-
 async fn check(variant: Variant) -> Result<Verdict> {
-    let quote: Quote = variant.pick(yours, theirs);
     let seen = Arc::new(Mutex::new(Seen::default()));
     let pricing = spawn_axum(
         Router::new()
@@ -106,7 +85,14 @@ async fn check(variant: Variant) -> Result<Verdict> {
     let outbound = reqwest::Client::new();
     let app = Router::new().route(
         "/quote",
-        get(move |headers: HeaderMap| quote(outbound.get(&pricing_url), headers, OWN_TIMEOUT)),
+        get(move |headers: HeaderMap| {
+            let pricing = outbound.get(&pricing_url);
+            pick_async!(
+                variant,
+                cancellation_deadline_propagation::quote(pricing, headers, OWN_TIMEOUT),
+                solution::quote(pricing, headers, OWN_TIMEOUT),
+            )
+        }),
     );
     let server = spawn_axum(app).await?;
     // The caller waits past its budget, to see when the handler answers.

@@ -7,7 +7,7 @@ use std::{process::ExitCode, time::Duration};
 
 use anyhow::{Context, Result, ensure};
 use axum::{Router, extract::Path, http::StatusCode, routing::get};
-use exercise_kit::{Exercise, Variant, Verdict};
+use exercise_kit::{Exercise, Variant, Verdict, pick_async};
 use lab_kit::server::spawn_axum;
 
 #[path = "../solution/lib.rs"]
@@ -26,26 +26,6 @@ const ERROR_PAGE_BYTES: usize = 64 * 1024;
 /// A pool that gets its connections back needs one, sometimes two.
 const REUSED_AT_MOST: u64 = 5;
 
-type Price =
-    for<'a> fn(
-        &'a reqwest::Client,
-        &'a str,
-    ) -> std::pin::Pin<Box<dyn Future<Output = Result<Option<String>>> + Send + 'a>>;
-
-fn yours<'a>(
-    client: &'a reqwest::Client,
-    url: &'a str,
-) -> std::pin::Pin<Box<dyn Future<Output = Result<Option<String>>> + Send + 'a>> {
-    Box::pin(conn_reuse_read_body::price(client, url))
-}
-
-fn fixed<'a>(
-    client: &'a reqwest::Client,
-    url: &'a str,
-) -> std::pin::Pin<Box<dyn Future<Output = Result<Option<String>>> + Send + 'a>> {
-    Box::pin(solution::price(client, url))
-}
-
 /// Even products have a price; odd ones get the overloaded API's 503.
 async fn price_of(Path(product): Path<u32>) -> (StatusCode, String) {
     if product % 2 == 0 {
@@ -59,7 +39,6 @@ async fn price_of(Path(product): Path<u32>) -> (StatusCode, String) {
 }
 
 async fn check(variant: Variant) -> Result<Verdict> {
-    let price: Price = variant.pick(yours, fixed);
     let server = spawn_axum(Router::new().route("/prices/{product}", get(price_of))).await?;
     let client = reqwest::Client::builder()
         .no_proxy()
@@ -68,7 +47,12 @@ async fn check(variant: Variant) -> Result<Verdict> {
     let mut errors = 0;
     for product in 0..CALLS {
         let url = server.url(&format!("/prices/{product}"));
-        let answer = tokio::time::timeout(Duration::from_secs(5), price(&client, &url))
+        let price = pick_async!(
+            variant,
+            conn_reuse_read_body::price(&client, &url),
+            solution::price(&client, &url),
+        );
+        let answer = tokio::time::timeout(Duration::from_secs(5), price)
             .await
             .with_context(|| format!("the call for product {product} still waiting after 5 s"))?
             .with_context(|| format!("the call for product {product}"))?;

@@ -12,7 +12,7 @@ use std::{
 
 use anyhow::{Context, Result};
 use axum::{Router, extract::Path, routing::post};
-use exercise_kit::{Exercise, Variant, Verdict};
+use exercise_kit::{Exercise, Variant, Verdict, pick_async};
 use lab_dns::{
     dns_server::DnsServer,
     resolvers::{LabResolver, StubSettings},
@@ -35,17 +35,7 @@ const NDOTS: usize = 5;
 const NAME: &str = "api.payments.example";
 const ORDER: u32 = 7;
 
-type Charge = fn(
-    &reqwest::Client,
-    u16,
-    u32,
-) -> std::pin::Pin<Box<dyn Future<Output = Result<String>> + Send + '_>>;
-
 async fn check(variant: Variant) -> Result<Verdict> {
-    let charge: Charge = variant.pick(
-        |client, port, order| Box::pin(dns_search_trailing_dot::charge(client, port, order)),
-        |client, port, order| Box::pin(solution::charge(client, port, order)),
-    );
     let api = spawn_axum(Router::new().route(
         "/charge/{order}",
         post(|Path(order): Path<u32>| async move { format!("charged {order}") }),
@@ -64,13 +54,16 @@ async fn check(variant: Variant) -> Result<Verdict> {
         .no_proxy()
         .build()
         .context("building a client behind the pod's resolver")?;
-    let answer = tokio::time::timeout(
-        Duration::from_secs(5),
-        charge(&client, api.addr.port(), ORDER),
-    )
-    .await
-    .context("the charge still waiting after 5 s")?
-    .context("the charge")?;
+    let port = api.addr.port();
+    let charge = pick_async!(
+        variant,
+        dns_search_trailing_dot::charge(&client, port, ORDER),
+        solution::charge(&client, port, ORDER),
+    );
+    let answer = tokio::time::timeout(Duration::from_secs(5), charge)
+        .await
+        .context("the charge still waiting after 5 s")?
+        .context("the charge")?;
     anyhow::ensure!(
         answer == format!("charged {ORDER}"),
         "the API answered the charge with {answer:?}"

@@ -3,11 +3,11 @@
 //! it hanging, and probes it as a kubelet does: a fresh connection, a 1 s
 //! timeout (Kubernetes' default; no time compression here).
 
-use std::{future::Future, pin::Pin, process::ExitCode, sync::Arc, time::Duration};
+use std::{process::ExitCode, sync::Arc, time::Duration};
 
 use anyhow::Result;
-use axum::{Router, extract::State, http::StatusCode, routing::get};
-use exercise_kit::{Exercise, Variant, Verdict};
+use axum::{Router, extract::State, routing::get};
+use exercise_kit::{Exercise, Variant, Verdict, pick_async};
 use lab_health_checks::{
     app::ServiceState,
     dependency::{self, SlowWindow},
@@ -29,8 +29,6 @@ const EXERCISE: Exercise = Exercise::new(
 const QUERY_LIMIT: Duration = Duration::from_secs(30);
 const PROBES: usize = 3;
 
-type Readyz = fn(State<Arc<ServiceState>>) -> Pin<Box<dyn Future<Output = StatusCode> + Send>>;
-
 /// What one kubelet probe got: the status (None: timed out) and the ms it took.
 async fn kubelet_probe(client: &reqwest::Client, url: &str) -> (Option<u16>, f64) {
     let started = Instant::now();
@@ -43,8 +41,15 @@ async fn kubelet_probe(client: &reqwest::Client, url: &str) -> (Option<u16>, f64
 }
 
 /// The service in front of `database`, and what `PROBES` probes of it got.
-async fn probed(readyz: Readyz, database: &RunningServer) -> Result<Vec<(Option<u16>, f64)>> {
+async fn probed(variant: Variant, database: &RunningServer) -> Result<Vec<(Option<u16>, f64)>> {
     let state = Arc::new(ServiceState::new(database.url("/query"), QUERY_LIMIT)?);
+    let readyz = move |state: State<Arc<ServiceState>>| {
+        pick_async!(
+            variant,
+            health_checks_probe_timeout::readyz(state),
+            solution::readyz(state),
+        )
+    };
     let app = Router::new()
         .route("/readyz", get(readyz))
         .with_state(state);
@@ -58,10 +63,6 @@ async fn probed(readyz: Readyz, database: &RunningServer) -> Result<Vec<(Option<
 }
 
 async fn check(variant: Variant) -> Result<Verdict> {
-    let readyz: Readyz = variant.pick(
-        |state| Box::pin(health_checks_probe_timeout::readyz(state)),
-        |state| Box::pin(solution::readyz(state)),
-    );
     let now = Instant::now();
     let answering = dependency::start(SlowWindow {
         from: now,
@@ -77,7 +78,7 @@ async fn check(variant: Variant) -> Result<Verdict> {
     })
     .await?;
 
-    let up = probed(readyz, &answering).await?;
+    let up = probed(variant, &answering).await?;
     if let Some((status, ms)) = up.iter().find(|(status, _)| *status != Some(200)) {
         return Ok(Verdict::fail(format!(
             "with the database answering, a readiness probe got {} after {ms:.0} ms instead of \
@@ -85,7 +86,7 @@ async fn check(variant: Variant) -> Result<Verdict> {
             status.map_or("no answer".to_string(), |s| s.to_string())
         )));
     }
-    let down = probed(readyz, &hanging).await?;
+    let down = probed(variant, &hanging).await?;
     let timed_out = down.iter().filter(|(status, _)| status.is_none()).count();
     let slowest = down.iter().map(|(_, ms)| *ms).fold(0.0, f64::max);
     if timed_out > 0 {

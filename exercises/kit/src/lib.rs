@@ -41,6 +41,42 @@ impl Variant {
     }
 }
 
+/// Calls the reader's async function or the solution's, by the variant:
+/// `pick_async!(variant, piece::serve(listener, app), solution::serve(listener, app))`
+/// is the future of the one call picked (only that call's arguments are
+/// evaluated). The two futures are of different types, so [`Variant::pick`]
+/// cannot choose between the functions; this chooses between the calls.
+#[macro_export]
+macro_rules! pick_async {
+    ($variant:expr, $yours:expr, $solution:expr $(,)?) => {
+        match $variant {
+            $crate::Variant::Yours => $crate::Picked::Yours($yours),
+            $crate::Variant::Solution => $crate::Picked::Solution($solution),
+        }
+        .run()
+    };
+}
+
+/// The reader's future or the solution's, as one type (see [`pick_async!`]).
+pub enum Picked<Y, S> {
+    Yours(Y),
+    Solution(S),
+}
+
+impl<T, Y, S> Picked<Y, S>
+where
+    Y: Future<Output = T>,
+    S: Future<Output = T>,
+{
+    /// Awaits the one that was picked.
+    pub async fn run(self) -> T {
+        match self {
+            Picked::Yours(yours) => yours.await,
+            Picked::Solution(solution) => solution.await,
+        }
+    }
+}
+
 /// What a check found: whether the piece does what the chapter asks, and the
 /// measurement that says so, as one sentence.
 #[derive(Debug, Clone, PartialEq)]
@@ -307,5 +343,30 @@ mod tests {
     fn pick_takes_the_readers_item_or_the_solutions() {
         assert_eq!(Variant::Yours.pick(1, 2), 1);
         assert_eq!(Variant::Solution.pick(1, 2), 2);
+    }
+
+    #[test]
+    fn pick_async_calls_only_the_picked_function() {
+        async fn yours(called: &mut Vec<&'static str>) -> u32 {
+            called.push("yours");
+            1
+        }
+        async fn solution(called: &mut Vec<&'static str>) -> u32 {
+            called.push("solution");
+            2
+        }
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("a runtime");
+        let mut called = Vec::new();
+        for variant in [Variant::Yours, Variant::Solution] {
+            let got = runtime.block_on(pick_async!(
+                variant,
+                yours(&mut called),
+                solution(&mut called)
+            ));
+            assert_eq!(got, variant.pick(1, 2));
+        }
+        assert_eq!(called, ["yours", "solution"]);
     }
 }

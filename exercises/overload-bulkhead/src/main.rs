@@ -4,8 +4,6 @@
 //! one every 25 ms while the flood hangs, and times both pages.
 
 use std::{
-    future::Future,
-    pin::Pin,
     process::ExitCode,
     sync::Arc,
     time::{Duration, Instant},
@@ -13,9 +11,8 @@ use std::{
 
 use anyhow::Result;
 use axum::{Router, extract::State, http::StatusCode, routing::get};
-use exercise_kit::{Exercise, Variant, Verdict};
+use exercise_kit::{Exercise, Variant, Verdict, pick_async};
 use lab_kit::stats::Latencies;
-use tokio::sync::OwnedSemaphorePermit;
 
 #[path = "../solution/lib.rs"]
 mod solution;
@@ -36,19 +33,21 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(1);
 const FLOOD: usize = 20;
 const PRICE_USERS: usize = 10;
 
-type SlotFn =
-    fn(Slots, usize) -> Pin<Box<dyn Future<Output = Option<OwnedSemaphorePermit>> + Send>>;
-
 struct Service {
+    variant: Variant,
     slots: Slots,
-    slot: SlotFn,
     client: reqwest::Client,
     providers: [String; 2],
 }
 
 /// One page: a slot, then the call to its provider.
 async fn page(service: Arc<Service>, which: usize) -> StatusCode {
-    let Some(_slot) = (service.slot)(service.slots.clone(), which).await else {
+    let slot = pick_async!(
+        service.variant,
+        overload_bulkhead::slot(service.slots.clone(), which),
+        solution::slot(service.slots.clone(), which),
+    );
+    let Some(_slot) = slot.await else {
         return StatusCode::SERVICE_UNAVAILABLE;
     };
     let call = service.client.get(&service.providers[which]);
@@ -70,10 +69,6 @@ async fn timed(request: reqwest::RequestBuilder) -> (u16, Duration) {
 
 async fn check(variant: Variant) -> Result<Verdict> {
     let slots: fn(usize) -> Slots = variant.pick(overload_bulkhead::slots, solution::slots);
-    let slot: SlotFn = variant.pick(
-        |slots, which| Box::pin(overload_bulkhead::slot(slots, which)),
-        |slots, which| Box::pin(solution::slot(slots, which)),
-    );
     let providers = Router::new()
         .route(
             "/prices",
@@ -85,8 +80,8 @@ async fn check(variant: Variant) -> Result<Verdict> {
         );
     let providers = lab_kit::server::spawn_axum(providers).await?;
     let service = Arc::new(Service {
+        variant,
         slots: slots(TOTAL_SLOTS),
-        slot,
         client: reqwest::Client::builder().no_proxy().build()?,
         providers: [providers.url("/prices"), providers.url("/reviews")],
     });

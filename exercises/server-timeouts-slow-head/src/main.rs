@@ -5,7 +5,7 @@
 use std::{process::ExitCode, time::Duration};
 
 use anyhow::{Context, Result};
-use exercise_kit::{Exercise, Variant, Verdict};
+use exercise_kit::{Exercise, Variant, Verdict, pick_async};
 use lab_kit::net::{AbortOnDrop, bind_loopback};
 use lab_server_timeouts::stalled_client::{
     ConnectionEnd, RawConnection, StalledClient, get_request, watch,
@@ -34,18 +34,6 @@ fn production_s(lab_ms: f64) -> f64 {
     lab_ms * COMPRESSION / 1000.0
 }
 
-/// The piece, boxed so that yours and the solution's have one type.
-type ServeFuture = std::pin::Pin<Box<dyn Future<Output = std::io::Result<()>> + Send>>;
-type Serve = fn(tokio::net::TcpListener, axum::Router, Duration) -> ServeFuture;
-
-fn yours(listener: tokio::net::TcpListener, app: axum::Router, head: Duration) -> ServeFuture {
-    Box::pin(server_timeouts_slow_head::serve(listener, app, head))
-}
-
-fn theirs(listener: tokio::net::TcpListener, app: axum::Router, head: Duration) -> ServeFuture {
-    Box::pin(solution::serve(listener, app, head))
-}
-
 /// A complete request on a fresh connection: its status, or why none came.
 async fn answer_status(addr: std::net::SocketAddr) -> Result<Result<u16, String>> {
     let mut connection = RawConnection::connect(addr, PATIENCE).await?;
@@ -64,11 +52,14 @@ async fn answer_status(addr: std::net::SocketAddr) -> Result<Result<u16, String>
 }
 
 async fn check(variant: Variant) -> Result<Verdict> {
-    let serve: Serve = variant.pick(yours, theirs);
     let app = axum::Router::new().route("/", axum::routing::get(|| async { "ok\n" }));
     let listener = bind_loopback().await?;
     let addr = listener.local_addr().context("reading the bound address")?;
-    let _server = AbortOnDrop::spawn(serve(listener, app, HEAD_TIMEOUT));
+    let _server = AbortOnDrop::spawn(pick_async!(
+        variant,
+        server_timeouts_slow_head::serve(listener, app, HEAD_TIMEOUT),
+        solution::serve(listener, app, HEAD_TIMEOUT),
+    ));
 
     match answer_status(addr).await? {
         Ok(200) => {}

@@ -3,11 +3,11 @@
 //! probe drives traffic, starts a few slow requests, sends SIGTERM and
 //! watches what those requests and the process do.
 
-use std::{future::Future, pin::Pin, process::ExitCode, time::Duration};
+use std::{process::ExitCode, time::Duration};
 
 use anyhow::{Context, Result, bail};
 use axum::{Router, routing::get};
-use exercise_kit::{Exercise, Variant, Verdict};
+use exercise_kit::{Exercise, Variant, Verdict, pick_async};
 use lab_shutdown_drain::probe::{ShutdownProbeConfig, probe};
 use tokio::net::TcpListener;
 
@@ -25,8 +25,6 @@ const SLOW: Duration = Duration::from_millis(1000);
 /// The orchestrator's grace period, compressed 10x: 30 s is 3 s here.
 const GRACE: Duration = Duration::from_secs(3);
 const IN_FLIGHT: usize = 3;
-
-type Serve = fn(TcpListener, Router) -> Pin<Box<dyn Future<Output = std::io::Result<()>> + Send>>;
 
 fn app() -> Router {
     Router::new()
@@ -47,14 +45,15 @@ async fn serve(variant: Variant, arguments: Vec<String>) -> Result<()> {
         [flag, port] if flag == "--port" => port.parse().context("--port is not a port")?,
         _ => bail!("usage: __serve [--solution] --port P"),
     };
-    let serve: Serve = variant.pick(
-        |listener, app| Box::pin(shutdown_drain_graceful::serve(listener, app)),
-        |listener, app| Box::pin(solution::serve(listener, app)),
-    );
     let listener = TcpListener::bind(("127.0.0.1", port))
         .await
         .with_context(|| format!("binding 127.0.0.1:{port}"))?;
-    serve(listener, app()).await.context("serving")
+    let serving = pick_async!(
+        variant,
+        shutdown_drain_graceful::serve(listener, app()),
+        solution::serve(listener, app()),
+    );
+    serving.await.context("serving")
 }
 
 async fn check(variant: Variant) -> Result<Verdict> {

@@ -4,11 +4,11 @@
 //! SIGTERM, and reports when readiness turned 503 and when the first
 //! connection was refused.
 
-use std::{future::Future, pin::Pin, process::ExitCode, time::Duration};
+use std::{process::ExitCode, time::Duration};
 
 use anyhow::{Context, Result};
 use axum::{Router, routing::get};
-use exercise_kit::{Exercise, Variant, Verdict};
+use exercise_kit::{Exercise, Variant, Verdict, pick_async};
 use lab_kit::flags::Flags;
 use lab_shutdown_drain::probe::{parse_args, probe};
 use tokio::net::TcpListener;
@@ -27,9 +27,6 @@ const EXERCISE: Exercise = Exercise::new(
 const COMPRESSION: f64 = 20.0;
 const DRAIN_WAIT_MS: u64 = 500;
 
-type Serve =
-    fn(TcpListener, Router, Duration) -> Pin<Box<dyn Future<Output = std::io::Result<()>> + Send>>;
-
 /// `__serve [--solution] --port P --drain-wait-ms N`: the process the probe signals.
 async fn serve(variant: Variant, arguments: Vec<String>) -> Result<()> {
     let (mut port, mut drain_wait) = (0u16, Duration::ZERO);
@@ -41,10 +38,6 @@ async fn serve(variant: Variant, arguments: Vec<String>) -> Result<()> {
             _ => return Err(flag.unknown()),
         }
     }
-    let serve: Serve = variant.pick(
-        |listener, app, wait| Box::pin(shutdown_drain_readiness::serve(listener, app, wait)),
-        |listener, app, wait| Box::pin(solution::serve(listener, app, wait)),
-    );
     let app = Router::new().route("/", get(|| async { "ok\n" })).route(
         "/slow",
         get(|| async {
@@ -55,7 +48,12 @@ async fn serve(variant: Variant, arguments: Vec<String>) -> Result<()> {
     let listener = TcpListener::bind(("127.0.0.1", port))
         .await
         .with_context(|| format!("binding 127.0.0.1:{port}"))?;
-    serve(listener, app, drain_wait).await.context("serving")
+    let serving = pick_async!(
+        variant,
+        shutdown_drain_readiness::serve(listener, app, drain_wait),
+        solution::serve(listener, app, drain_wait),
+    );
+    serving.await.context("serving")
 }
 
 fn production_s(ms: f64) -> f64 {
