@@ -50,6 +50,12 @@ Tasks:
         builds one and checks your code (src/lib.rs) with the lab's own
         machinery, or the solution with --solution; watch checks it again
         each time you save
+  doctor <HOST:PORT | --port P ... -- COMMAND> [checks...] [flags]
+        build the doctor and probe a running server (yours) for the
+        failures the book teaches: idle keep-alive, slow head, body and
+        read, handler deadline, blocked runtime, overload, Retry-After,
+        shutdown; `cargo xtask doctor --help` lists its flags; its exit
+        code is the doctor's: 0 clean, 1 findings, 2 could not probe
 
 Exit codes: 0 success, 1 a task failed, 2 bad usage or input.
 ";

@@ -9,6 +9,7 @@ mod browser_checks;
 mod charts;
 mod cli;
 mod data;
+mod doctor;
 mod exercise;
 mod lab_runs;
 mod prepare;
@@ -32,6 +33,10 @@ use project::Project;
 fn main() -> ExitCode {
     reaper::install();
     let arguments: Vec<String> = std::env::args().skip(1).collect();
+    // The doctor reads its own command line and sets its own exit code.
+    if arguments.first().map(String::as_str) == Some("doctor") {
+        return doctor::run(&Project::locate(), &arguments[1..]);
+    }
     match Task::parse(&arguments).and_then(|task| dispatch(&task)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {

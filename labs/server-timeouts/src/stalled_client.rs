@@ -208,8 +208,6 @@ pub async fn watch(
     client: StalledClient,
     window: Duration,
 ) -> Result<WatchOutcome> {
-    let mut connection = RawConnection::connect(addr, Duration::from_secs(2)).await?;
-    let mut advertised = None;
     let request = match client {
         StalledClient::Idle => get_request("/", "lab"),
         StalledClient::HalfHeader => b"GET / HTTP/1.1\r\nHost: lab\r\n".to_vec(),
@@ -218,9 +216,25 @@ pub async fn watch(
         }
         StalledClient::HungHandler => get_request("/hang", "lab"),
     };
-    let sent = connection.send(&request).await;
+    watch_request(addr, &request, client == StalledClient::Idle, window).await
+}
+
+/// Sends `request` (whole, or the part a stalled client sends) to `addr`;
+/// with `answer_first`, reads one answer first (the idle client: the watch
+/// starts once the connection is back between requests). Then watches the
+/// connection for `window`. Any server will do: the doctor watches the
+/// reader's own with it.
+pub async fn watch_request(
+    addr: SocketAddr,
+    request: &[u8],
+    answer_first: bool,
+    window: Duration,
+) -> Result<WatchOutcome> {
+    let mut connection = RawConnection::connect(addr, Duration::from_secs(2)).await?;
+    let mut advertised = None;
+    let sent = connection.send(request).await;
     sent.map_err(|end| anyhow::anyhow!("sending the request: {end:?}"))?;
-    if client == StalledClient::Idle {
+    if answer_first {
         let answer = tokio::time::timeout(Duration::from_secs(5), connection.read_answer())
             .await
             .context("no answer to the idle client's request within 5 s")?

@@ -1,0 +1,95 @@
+//! `doctor HOST:PORT [CHECK...]`: probe your own service. See `doctor --help`.
+
+use std::{
+    io::{IsTerminal, Write},
+    process::ExitCode,
+    sync::atomic::{AtomicBool, Ordering},
+    time::Duration,
+};
+
+use lab_doctor::{Check, Finding, Report, checks, options};
+
+/// Progress on stderr: one line a check as it ends.
+struct Lines {
+    quiet: AtomicBool,
+}
+
+impl checks::Progress for Lines {
+    fn started(&self, checks: &[Check], bound: Duration) {
+        if !self.quiet.load(Ordering::Relaxed) {
+            eprintln!(
+                "doctor: {} checks, at most {:.0} s (the watching checks run at once)",
+                checks.len(),
+                bound.as_secs_f64()
+            );
+        }
+    }
+
+    fn finished(&self, finding: &Finding, done: usize, of: usize) {
+        if !self.quiet.load(Ordering::Relaxed) {
+            eprintln!(
+                "[{done}/{of}] {:5} {}: {}",
+                finding.grade.label(),
+                finding.check,
+                finding.measured
+            );
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if lab_kit::flags::asks_for_help(&args) {
+        let _ = writeln!(std::io::stdout(), "{}", options::USAGE);
+        return ExitCode::SUCCESS;
+    }
+    let options = match options::parse(&args) {
+        Ok(options) => options,
+        Err(error) => {
+            eprintln!("doctor: {error:#}");
+            return ExitCode::from(2);
+        }
+    };
+    let progress = Lines {
+        quiet: AtomicBool::new(options.json && !std::io::stderr().is_terminal()),
+    };
+    let outcome = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(anyhow::Error::from)
+        .and_then(|runtime| {
+            let findings = runtime.block_on(checks::run(&options, &progress));
+            // Whatever a check left behind (a hung connection) is dropped here.
+            runtime.shutdown_timeout(Duration::from_millis(200));
+            findings
+        });
+    match outcome {
+        Ok(findings) => {
+            let report = Report::new(&options, findings);
+            let printed = if options.json {
+                serde_json::to_string(&report).map_err(anyhow::Error::from)
+            } else {
+                Ok(report.text())
+            };
+            match printed {
+                Ok(text) => {
+                    let _ = writeln!(std::io::stdout(), "{text}");
+                    ExitCode::from(report.exit)
+                }
+                Err(error) => {
+                    eprintln!("doctor: encoding the report: {error}");
+                    ExitCode::from(2)
+                }
+            }
+        }
+        Err(error) => {
+            eprintln!("doctor: could not probe: {error:#}");
+            if options.json {
+                let line = serde_json::json!({ "error": format!("{error:#}"), "exit": 2 });
+                let _ = writeln!(std::io::stdout(), "{line}");
+            }
+            ExitCode::from(2)
+        }
+    }
+}

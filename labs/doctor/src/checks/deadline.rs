@@ -1,0 +1,70 @@
+//! The handler deadline: one request to a slow path, waited on for the
+//! window. Does the server ever cut it, and with what status?
+
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+
+use super::Probe;
+use crate::finding::{Check, Finding, Grade, seconds};
+
+/// A path that answers 2xx faster than this is not slow: nothing to learn.
+const NOT_SLOW: Duration = Duration::from_secs(1);
+
+pub async fn handler_deadline(probe_of: &Probe) -> Result<Finding> {
+    let check = Check::HandlerDeadline;
+    let Some(path) = probe_of.options.slow_path.as_deref() else {
+        return Ok(Finding::skip(
+            check,
+            "give --slow-path a slow route to check it",
+        ));
+    };
+    let window = probe_of.options.window;
+    let client = probe_of.client()?;
+    let started = Instant::now();
+    let answer = client.get(probe_of.url(path)).timeout(window).send().await;
+    let after = started.elapsed();
+    let at = seconds(after);
+    Ok(match answer {
+        Ok(response) => {
+            let status = response.status().as_u16();
+            match status {
+                408 | 500..=599 => Finding::new(
+                    check,
+                    Grade::Pass,
+                    format!("cut after {at} with {status}"),
+                    Some(after.as_secs_f64()),
+                    "the server bounds a slow handler and tells the caller with a status",
+                ),
+                _ if after < NOT_SLOW => Finding::skip(
+                    check,
+                    format!("GET {path} answered {status} in {at}: not slow, so nothing to cut"),
+                ),
+                _ => Finding::new(
+                    check,
+                    Grade::Warn,
+                    format!("finished after {at} with {status}"),
+                    Some(after.as_secs_f64()),
+                    "nothing cut it: a handler slower than this would hold its caller, its \
+                     connection and its task as long as it runs (add a handler deadline)",
+                ),
+            }
+        }
+        Err(error) if error.is_timeout() => Finding::new(
+            check,
+            Grade::Fail,
+            format!("no answer at {}", seconds(window)),
+            Some(window.as_secs_f64()),
+            "the server lets a handler run as long as it likes: its callers time out first and \
+             their work goes on (add a handler deadline that answers 503 or 504)",
+        ),
+        Err(_) => Finding::new(
+            check,
+            Grade::Warn,
+            format!("connection ended after {at}, no status"),
+            Some(after.as_secs_f64()),
+            "the server cut the request without an answer: the caller sees a reset, not a 503 \
+             or 504 it could act on",
+        ),
+    })
+}

@@ -1,0 +1,290 @@
+//! Runs the checks against one server: a first request to make sure there
+//! is an HTTP server to probe, then the watching checks side by side with
+//! the load checks one after another (so that one burst does not spoil
+//! another's timing), then, with a command, the shutdown.
+
+pub mod deadline;
+pub mod load;
+pub mod shutdown;
+pub mod slow_read;
+pub mod watch;
+
+use std::{
+    net::SocketAddr,
+    process::Stdio,
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context, Result, bail};
+use lab_keepalive_race::{
+    probe::resolve_target,
+    wire::{Wire, WireError, get_request},
+};
+use lab_kit::child::ChildGuard;
+use tokio::task::JoinSet;
+
+use crate::{
+    finding::{Check, Finding, Grade},
+    options::{Options, Target},
+};
+
+/// What every check needs: where the server is and what the reader asked.
+#[derive(Debug, Clone)]
+pub struct Probe {
+    pub addr: SocketAddr,
+    /// The `Host` header: the target as typed.
+    pub host: String,
+    pub options: Options,
+}
+
+impl Probe {
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    /// A host that is not loopback (`--allow-remote`): the load checks keep
+    /// to a polite, bounded rate.
+    pub fn remote(&self) -> bool {
+        !self.addr.ip().is_loopback()
+    }
+
+    /// A keep-alive client, as a service's own would be.
+    pub fn client(&self) -> Result<reqwest::Client> {
+        reqwest::Client::builder()
+            .no_proxy()
+            .pool_max_idle_per_host(1024)
+            .build()
+            .context("building the HTTP client")
+    }
+
+    /// A client whose every request opens a connection of its own.
+    pub fn fresh_client(&self) -> Result<reqwest::Client> {
+        lab_kit::client::fresh_connection_client("a burst client")
+    }
+}
+
+/// How long a check may take at most, beyond which it is reported as hung.
+fn bound(check: Check, options: &Options) -> Duration {
+    let slack = Duration::from_secs(10);
+    match check {
+        Check::Shutdown => options.grace + Duration::from_secs(20),
+        Check::Overload | Check::RetryAfter => {
+            Duration::from_secs(5) + options.caller_timeout * 3 + slack
+        }
+        _ => options.window + slack,
+    }
+}
+
+/// The first request: is there an HTTP server, and does it answer? Every
+/// failure here means the doctor cannot probe (exit 2).
+pub async fn first_answer(addr: SocketAddr, host: &str, path: &str) -> Result<u16> {
+    let mut wire =
+        Wire::connect(addr, Duration::from_secs(2))
+            .await
+            .map_err(|error| match error.kind() {
+                std::io::ErrorKind::ConnectionRefused => {
+                    anyhow::anyhow!("nothing listens on {addr} (connection refused)")
+                }
+                _ => anyhow::anyhow!("cannot connect to {addr}: {error}"),
+            })?;
+    wire.send(&get_request(path, host))
+        .await
+        .with_context(|| format!("sending GET {path} to {addr}"))?;
+    let limit = Duration::from_secs(5);
+    match tokio::time::timeout(limit, wire.read_response("GET")).await {
+        Err(_) => bail!(
+            "{addr} accepted the connection but sent no HTTP response to GET {path} within {limit:?}"
+        ),
+        Ok(Err(WireError::Garbage(what))) => bail!("{addr} does not speak HTTP/1.x: {what}"),
+        Ok(Err(error)) => bail!("{addr} did not answer GET {path}: {error}"),
+        Ok(Ok(response)) => Ok(response.status),
+    }
+}
+
+/// Starts the reader's command and waits until it listens on its port.
+async fn start(port: u16, command: &[String]) -> Result<ChildGuard> {
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    if tokio::net::TcpStream::connect(addr).await.is_ok() {
+        bail!("something already listens on {addr}: stop it, or pick another --port");
+    }
+    let mut child = ChildGuard::spawn(&command[0], &command[1..], Stdio::null())
+        .with_context(|| format!("starting {:?}", command.join(" ")))?;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if tokio::net::TcpStream::connect(addr).await.is_ok() {
+            return Ok(child);
+        }
+        if let Some(ended) = child.try_ended()? {
+            bail!(
+                "the command exited ({}) before it listened on {addr}",
+                ended.describe()
+            );
+        }
+        if Instant::now() >= deadline {
+            child.kill_group()?;
+            bail!("the command did not listen on {addr} within 10 s; killed it");
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Where the report's lines come from while the checks run.
+pub trait Progress: Send + Sync {
+    fn started(&self, checks: &[Check], bound: Duration);
+    fn finished(&self, finding: &Finding, done: usize, of: usize);
+}
+
+/// Runs the chosen checks. `Err` means the doctor could not probe at all.
+pub async fn run(options: &Options, progress: &dyn Progress) -> Result<Vec<Finding>> {
+    let (host, addr, mut child) = match &options.target {
+        Target::Listening(target) => {
+            let addr = resolve_target(target, options.allow_remote).await?;
+            (target.clone(), addr, None)
+        }
+        Target::Command { port, command } => {
+            let child = start(*port, command).await?;
+            (
+                format!("127.0.0.1:{port}"),
+                SocketAddr::from(([127, 0, 0, 1], *port)),
+                Some(child),
+            )
+        }
+    };
+    first_answer(addr, &host, &options.path).await?;
+    let probe_of = Probe {
+        addr,
+        host,
+        options: options.clone(),
+    };
+    let wanted = |check: Check| options.checks.contains(&check);
+    let longest = options
+        .checks
+        .iter()
+        .map(|check| bound(*check, options))
+        .max()
+        .unwrap_or_default();
+    progress.started(&options.checks, longest);
+    let total = options.checks.len();
+    let mut findings = Vec::new();
+    let mut running = JoinSet::new();
+    let watching: [(Check, StartCheck); 4] = [
+        (Check::IdleKeepAlive, |p| {
+            Box::pin(async move { watch::idle_keepalive(&p).await })
+        }),
+        (Check::SlowHead, |p| {
+            Box::pin(async move { watch::slow_head(&p).await })
+        }),
+        (Check::SlowBody, |p| {
+            Box::pin(async move { watch::slow_body(&p).await })
+        }),
+        (Check::SlowRead, |p| {
+            Box::pin(async move { slow_read::slow_read(&p).await })
+        }),
+    ];
+    for (check, start_check) in watching {
+        if wanted(check) {
+            let limit = bound(check, options);
+            let work = start_check(probe_of.clone());
+            running.spawn(async move { vec![bounded(check, limit, work).await] });
+        }
+    }
+    // The load checks, one after another, beside the watchers.
+    let loads = {
+        let probe_of = probe_of.clone();
+        let options = options.clone();
+        async move {
+            let mut found = Vec::new();
+            let wanted = |check: Check| options.checks.contains(&check);
+            if wanted(Check::HandlerDeadline) {
+                let work = Box::pin(async { deadline::handler_deadline(&probe_of).await });
+                let limit = bound(Check::HandlerDeadline, &options);
+                found.push(bounded(Check::HandlerDeadline, limit, work).await);
+            }
+            if wanted(Check::BlockedRuntime) {
+                let work = Box::pin(async { load::blocked_runtime(&probe_of).await });
+                let limit = bound(Check::BlockedRuntime, &options);
+                found.push(bounded(Check::BlockedRuntime, limit, work).await);
+            }
+            if wanted(Check::Overload) || wanted(Check::RetryAfter) {
+                let limit = bound(Check::Overload, &options);
+                let (overload, retry_after) =
+                    match tokio::time::timeout(limit, load::overload(&probe_of)).await {
+                        Ok(Ok(pair)) => pair,
+                        Ok(Err(error)) => (
+                            failure(Check::Overload, limit, Some(&error)),
+                            failure(Check::RetryAfter, limit, Some(&error)),
+                        ),
+                        Err(_) => (
+                            failure(Check::Overload, limit, None),
+                            failure(Check::RetryAfter, limit, None),
+                        ),
+                    };
+                found.extend(wanted(Check::Overload).then_some(overload));
+                found.extend(wanted(Check::RetryAfter).then_some(retry_after));
+            }
+            found
+        }
+    };
+    running.spawn(loads);
+    while let Some(done) = running.join_next().await {
+        for finding in done.context("a check panicked")? {
+            findings.push(finding);
+            progress.finished(findings.last().expect("just pushed"), findings.len(), total);
+        }
+    }
+    // The shutdown check starts the command again itself.
+    if let Some(mut child) = child.take() {
+        child.kill_group()?;
+        if wanted(Check::Shutdown) {
+            let limit = bound(Check::Shutdown, options);
+            let work = Box::pin(async { shutdown::shutdown(&probe_of).await });
+            findings.push(bounded(Check::Shutdown, limit, work).await);
+            progress.finished(findings.last().expect("just pushed"), findings.len(), total);
+        }
+    } else if wanted(Check::Shutdown) {
+        findings.push(shutdown::shutdown(&probe_of).await?);
+        progress.finished(findings.last().expect("just pushed"), findings.len(), total);
+    }
+    findings.sort_by_key(|finding| {
+        Check::ALL
+            .iter()
+            .position(|check| check.name() == finding.check)
+    });
+    Ok(findings)
+}
+
+/// A watching check, started on its own copy of the probe.
+type StartCheck = fn(Probe) -> CheckFuture;
+type CheckFuture = std::pin::Pin<Box<dyn std::future::Future<Output = Result<Finding>> + Send>>;
+
+/// A check under its time bound: a hang or an error becomes a failed finding.
+async fn bounded<F>(check: Check, limit: Duration, work: F) -> Finding
+where
+    F: std::future::Future<Output = Result<Finding>>,
+{
+    match tokio::time::timeout(limit, work).await {
+        Ok(Ok(finding)) => finding,
+        Ok(Err(error)) => failure(check, limit, Some(&error)),
+        Err(_) => failure(check, limit, None),
+    }
+}
+
+/// The finding of a check that ended in an error (`Some`) or hung (`None`).
+fn failure(check: Check, limit: Duration, error: Option<&anyhow::Error>) -> Finding {
+    match error {
+        Some(error) => Finding::new(
+            check,
+            Grade::Fail,
+            "could not finish",
+            None,
+            format!("{error:#}"),
+        ),
+        None => Finding::new(
+            check,
+            Grade::Fail,
+            format!("no result within {}", crate::finding::seconds(limit)),
+            None,
+            "the check hung past its bound: the server stopped answering",
+        ),
+    }
+}

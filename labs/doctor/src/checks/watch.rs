@@ -1,0 +1,173 @@
+//! The checks that hold one connection and watch what the server does with
+//! it: the idle keep-alive connection (the keep-alive lab's probe), and the
+//! slow head and slow body (the server-timeouts lab's stalled clients, here
+//! on the reader's paths).
+
+use std::time::Duration;
+
+use anyhow::Result;
+use lab_keepalive_race::probe::{IdleProbeConfig, probe};
+use lab_server_timeouts::stalled_client::{WatchOutcome, watch_request};
+
+use super::Probe;
+use crate::finding::{Check, Finding, Grade, seconds};
+
+/// An answer that comes this fast did not wait for the rest of the body.
+const AT_ONCE: Duration = Duration::from_millis(250);
+
+// ANCHOR: idle
+pub async fn idle_keepalive(probe_of: &Probe) -> Result<Finding> {
+    let balancer = probe_of.options.balancer_idle;
+    let window = probe_of.options.window;
+    let mut config = IdleProbeConfig::new(probe_of.addr, window);
+    config.host = probe_of.host.clone();
+    config.path = probe_of.options.path.clone();
+    let report = probe(&config).await?;
+    let advertised = match report.advertised_s {
+        Some(hint) => format!(" (it advertises Keep-Alive: timeout={hint})"),
+        None => String::new(),
+    };
+    let check = Check::IdleKeepAlive;
+    if report.connection_close {
+        return Ok(Finding::new(
+            check,
+            Grade::Warn,
+            format!("answered {} with Connection: close", report.status),
+            None,
+            "no keep-alive at all: no idle race, but every request behind a balancer pays a new \
+             connection",
+        ));
+    }
+    Ok(match report.closed_after_ms {
+        Some(millis) => {
+            let closed = Duration::from_secs_f64(millis / 1000.0);
+            let how = report.how.unwrap_or("closed");
+            let measured = format!("{how} after {}{advertised}", seconds(closed));
+            if closed <= balancer {
+                Finding::new(
+                    check,
+                    Grade::Fail,
+                    measured,
+                    Some(closed.as_secs_f64()),
+                    format!(
+                        "it closes idle connections before the balancer's {} idle timeout, so \
+                         the balancer can send a request onto a connection the server is \
+                         closing: a 502 (set its idle timeout above the balancer's)",
+                        seconds(balancer)
+                    ),
+                )
+            } else {
+                Finding::new(
+                    check,
+                    Grade::Pass,
+                    measured,
+                    Some(closed.as_secs_f64()),
+                    format!(
+                        "later than the balancer's {} idle timeout, so the balancer closes \
+                         first; and it does reclaim idle connections itself",
+                        seconds(balancer)
+                    ),
+                )
+            }
+        }
+        None if window <= balancer => Finding::new(
+            check,
+            Grade::Warn,
+            format!("still open at {}{advertised}", seconds(window)),
+            Some(window.as_secs_f64()),
+            format!(
+                "the balancer's {} idle timeout is beyond this run's window: run with --window \
+                 above it to know whether the server closes first",
+                seconds(balancer)
+            ),
+        ),
+        None => Finding::new(
+            check,
+            Grade::Warn,
+            format!("still open at {}{advertised}", seconds(window)),
+            Some(window.as_secs_f64()),
+            format!(
+                "safe behind a balancer with a {} idle timeout, but the server may never \
+                 reclaim an idle connection itself: each one holds a socket and a task \
+                 (axum::serve has no idle timeout)",
+                seconds(balancer)
+            ),
+        ),
+    })
+}
+// ANCHOR_END: idle
+
+// ANCHOR: slow_head
+pub async fn slow_head(probe_of: &Probe) -> Result<Finding> {
+    let request = format!(
+        "GET {} HTTP/1.1\r\nHost: {}\r\n",
+        probe_of.options.path, probe_of.host
+    );
+    let window = probe_of.options.window;
+    let seen = watch_request(probe_of.addr, request.as_bytes(), false, window).await?;
+    Ok(ended_in_time(
+        Check::SlowHead,
+        &seen,
+        window,
+        "half a request head",
+    ))
+}
+// ANCHOR_END: slow_head
+
+pub async fn slow_body(probe_of: &Probe) -> Result<Finding> {
+    let path = probe_of
+        .options
+        .body_path
+        .as_deref()
+        .unwrap_or(&probe_of.options.path);
+    let request = format!(
+        "POST {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/octet-stream\r\n\
+         Content-Length: 100\r\n\r\nabc",
+        probe_of.host
+    );
+    let window = probe_of.options.window;
+    let seen = watch_request(probe_of.addr, request.as_bytes(), false, window).await?;
+    if let Some((status, at_ms)) = seen.answered
+        && at_ms < AT_ONCE.as_secs_f64() * 1000.0
+        && !matches!(status, 400 | 408 | 413)
+    {
+        return Ok(Finding::skip(
+            Check::SlowBody,
+            format!(
+                "POST {path} answered {status} at once without waiting for the body: this route \
+                 does not read one; give --body-path a route that does"
+            ),
+        ));
+    }
+    Ok(ended_in_time(
+        Check::SlowBody,
+        &seen,
+        window,
+        "a body that stops after 3 of 100 bytes",
+    ))
+}
+
+/// Pass if the server answered or ended the connection within the window;
+/// fail if it was still waiting for the client at the end.
+fn ended_in_time(check: Check, seen: &WatchOutcome, window: Duration, what: &str) -> Finding {
+    match seen.first_action_ms() {
+        Some(millis) => Finding::new(
+            check,
+            Grade::Pass,
+            format!("{} after {:.2} s", seen.verdict(), millis / 1000.0),
+            Some(millis / 1000.0),
+            format!("the server does not wait forever for {what}"),
+        ),
+        None => Finding::new(
+            check,
+            Grade::Fail,
+            format!("still open at {}", seconds(window)),
+            Some(window.as_secs_f64()),
+            format!(
+                "the server waits for {what} as long as the client likes: a few hundred such \
+                 connections hold as many sockets and tasks (give it a header read or body \
+                 timeout)"
+            ),
+        ),
+    }
+}

@@ -1,0 +1,158 @@
+//! What a check concludes: a grade, the number it measured, one sentence of
+//! why, and the page of the book that explains it.
+
+use serde::Serialize;
+
+lab_kit::series! {
+    /// The checks, in the order the report lists them.
+    pub enum Check {
+        /// When the server closes an idle keep-alive connection, against the
+        /// idle timeout of the balancer in front of it.
+        IdleKeepAlive => "idle-keepalive",
+        /// Half a request head, then nothing (slowloris).
+        SlowHead => "slow-head",
+        /// A whole head announcing a body, three bytes of it, then nothing.
+        SlowBody => "slow-body",
+        /// Requests sent, their answers never read (slow read).
+        SlowRead => "slow-read",
+        /// A slow path: does the server ever cut it, and with what status.
+        HandlerDeadline => "handler-deadline",
+        /// A burst on a heavy path while a canary path is timed.
+        BlockedRuntime => "blocked-runtime",
+        /// A bounded ramp of concurrency: shed, or queue until timeouts.
+        Overload => "overload",
+        /// The `Retry-After` of the 429s and 503s it sent.
+        RetryAfter => "retry-after",
+        /// SIGTERM under traffic (needs the command that starts the server).
+        Shutdown => "shutdown",
+    }
+}
+
+impl Check {
+    /// The chapter and section that explain what this check looks for.
+    pub fn chapter(self) -> &'static str {
+        match self {
+            Check::IdleKeepAlive => "keepalive-race.html#the-fix",
+            Check::SlowHead | Check::SlowBody | Check::HandlerDeadline => {
+                "server-timeouts.html#the-fix"
+            }
+            Check::SlowRead => "doctor.html#slow-read-the-timeout-hyper-does-not-have",
+            Check::BlockedRuntime => "blocking-lag.html#the-fix",
+            Check::Overload => "overload.html#2-load-shedding",
+            Check::RetryAfter => "backoff-jitter.html#the-fix",
+            Check::Shutdown => "shutdown-drain.html#the-fix",
+        }
+    }
+
+    /// Every check's name, for the usage text and an unknown name's error.
+    pub fn names() -> String {
+        Check::ALL.map(Check::name).join(", ")
+    }
+}
+
+/// How a check came out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Grade {
+    Pass,
+    /// Not a failure the check can prove, but worth a look.
+    Warn,
+    Fail,
+    /// The check could not apply (no path given, no command, nothing to see).
+    Skip,
+}
+
+impl Grade {
+    pub fn label(self) -> &'static str {
+        match self {
+            Grade::Pass => "pass",
+            Grade::Warn => "warn",
+            Grade::Fail => "FAIL",
+            Grade::Skip => "skip",
+        }
+    }
+}
+
+/// One line of the report.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Finding {
+    pub check: &'static str,
+    pub grade: Grade,
+    /// The measurement, short: "closed after 1.80 s", "still open at 3.0 s".
+    pub measured: String,
+    /// The number behind it, in seconds or as a count, where there is one.
+    pub value: Option<f64>,
+    /// One sentence of why.
+    pub why: String,
+    /// The book's page on it, relative to the book's root.
+    pub read: &'static str,
+}
+
+impl Finding {
+    pub fn new(
+        check: Check,
+        grade: Grade,
+        measured: impl Into<String>,
+        value: Option<f64>,
+        why: impl Into<String>,
+    ) -> Finding {
+        Finding {
+            check: check.name(),
+            grade,
+            measured: measured.into(),
+            value,
+            why: why.into(),
+            read: check.chapter(),
+        }
+    }
+
+    pub fn skip(check: Check, why: impl Into<String>) -> Finding {
+        Finding::new(check, Grade::Skip, "skipped", None, why)
+    }
+}
+
+/// Seconds with two decimals, the way every finding writes them.
+pub fn seconds(duration: std::time::Duration) -> String {
+    format!("{:.2} s", duration.as_secs_f64())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The id mdBook gives a heading: lowercase, words joined by `-`,
+    /// punctuation dropped.
+    fn heading_id(heading: &str) -> String {
+        heading
+            .trim()
+            .to_lowercase()
+            .chars()
+            .filter_map(|c| match c {
+                ' ' => Some('-'),
+                c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_check_links_a_heading_that_exists() {
+        let book = concat!(env!("CARGO_MANIFEST_DIR"), "/../../book");
+        for check in Check::ALL {
+            let (page, fragment) = check.chapter().split_once('#').expect("a section");
+            let source = page.replace(".html", ".md");
+            let text = std::fs::read_to_string(format!("{book}/{source}"))
+                .unwrap_or_else(|error| panic!("{}: book/{source}: {error}", check.name()));
+            let ids: Vec<String> = text
+                .lines()
+                .filter_map(|line| line.strip_prefix('#'))
+                .map(|line| heading_id(line.trim_start_matches('#')))
+                .collect();
+            assert!(
+                ids.iter().any(|id| id == fragment),
+                "{}: no heading #{fragment} in book/{source}",
+                check.name()
+            );
+        }
+    }
+}

@@ -1,0 +1,284 @@
+//! The lab: the doctor against three servers. The two Rust services of
+//! [`crate::services`] run as child processes (this binary's `serve`), with
+//! production time compressed as in the server-timeouts lab, and the doctor
+//! watches them on the same compressed clock. A Node server with Node's
+//! defaults runs where `node` is installed, on the real clock (its timeouts
+//! cannot be compressed), with a shorter window in quick mode.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use lab_kit::{Meta, Mode, Output};
+use serde::{Deserialize, Serialize};
+
+use crate::{
+    checks::{self, Progress},
+    compare,
+    finding::{Check, Finding, Grade},
+    options::Options,
+    services::{PATHS, Service, production},
+};
+
+/// The lab's slug: its folder, chapter, data file and charts.
+pub const SLUG: &str = "doctor";
+
+/// What one run measures.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DoctorConfig {
+    /// Production seconds per lab second for the Rust services (50: the
+    /// balancer's 60 s idle timeout runs as 1.2 s).
+    pub time_scale: f64,
+    /// How long the doctor watches the Node server, real seconds.
+    pub node_window_s: f64,
+    /// The shutdown check's grace period, real seconds.
+    pub grace_s: f64,
+    /// The overload check's callers give up after this, real seconds.
+    pub caller_timeout_s: f64,
+    pub max_in_flight: usize,
+}
+
+impl DoctorConfig {
+    pub fn for_mode(mode: Mode) -> DoctorConfig {
+        DoctorConfig {
+            time_scale: match mode {
+                Mode::Quick => 50.0,
+                Mode::Full => 10.0,
+            },
+            node_window_s: match mode {
+                Mode::Quick => 8.0,
+                Mode::Full => 70.0,
+            },
+            grace_s: 5.0,
+            caller_timeout_s: 1.0,
+            max_in_flight: 64,
+        }
+    }
+
+    /// The doctor's options for one server: its command, on a free port.
+    pub fn options(&self, command: Vec<String>, port: u16, compressed: bool) -> Options {
+        let scale = if compressed { self.time_scale } else { 1.0 };
+        let at_scale = |seconds: f64| Duration::from_secs_f64(seconds / scale);
+        let mut args = vec!["--port".to_string(), port.to_string()];
+        for (flag, path) in PATHS {
+            args.extend([flag.to_string(), path.to_string()]);
+        }
+        args.push("--".into());
+        args.extend(command);
+        let mut options = crate::options::parse(&args).expect("the lab's own arguments parse");
+        options.balancer_idle = at_scale(production::BALANCER_IDLE_S);
+        options.window = if compressed {
+            at_scale(production::WINDOW_S)
+        } else {
+            Duration::from_secs_f64(self.node_window_s)
+        };
+        options.grace = Duration::from_secs_f64(self.grace_s);
+        options.caller_timeout = Duration::from_secs_f64(self.caller_timeout_s);
+        options.max_in_flight = self.max_in_flight;
+        options
+    }
+}
+
+/// A server the lab points the doctor at.
+struct Subject {
+    name: &'static str,
+    command: Vec<String>,
+    compressed: bool,
+}
+
+/// The Node server: Node's defaults, the same routes as the Rust services.
+pub const NODE_SERVER: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/node/server.js");
+
+/// One finding as a record.
+#[derive(Debug, Serialize)]
+struct Row<'a> {
+    server: &'a str,
+    check: &'a str,
+    grade: Grade,
+    measured: &'a str,
+    /// The finding in a table cell: "FAIL: still open at 2.20 s".
+    cell: String,
+    value: f64,
+}
+
+/// Per server: how the checks came out.
+#[derive(Debug, Serialize)]
+struct Tally {
+    passed: usize,
+    warned: usize,
+    failed: usize,
+    skipped: usize,
+    took_s: f64,
+    /// Production seconds per second of this server's clock.
+    time_scale: f64,
+}
+
+struct Quiet;
+
+impl Progress for Quiet {
+    fn started(&self, _checks: &[Check], _bound: Duration) {}
+    fn finished(&self, finding: &Finding, done: usize, of: usize) {
+        eprintln!(
+            "  [{done}/{of}] {} {}: {}",
+            finding.grade.label(),
+            finding.check,
+            finding.measured
+        );
+    }
+}
+
+/// The comparison with slowhttptest, as table cells (text where it could
+/// not run, so that every reader's book has the row).
+#[derive(Debug, Serialize)]
+struct ComparisonRow {
+    server: String,
+    doctor: String,
+    slowhttptest: String,
+    difference: String,
+}
+
+impl ComparisonRow {
+    fn from(outcome: Result<compare::Comparison>) -> ComparisonRow {
+        match outcome {
+            Ok(seen) => ComparisonRow {
+                server: seen.server,
+                doctor: format!("{:.2} s", seen.doctor_s),
+                slowhttptest: format!("{:.0} s", seen.slowhttptest_s),
+                difference: format!("{:.1} %", seen.difference_pct),
+            },
+            Err(error) => {
+                let why = format!("not run: {error:#}");
+                eprintln!("doctor: the slowhttptest comparison was {why}");
+                ComparisonRow {
+                    server: format!(
+                        "nginx, client_header_timeout {}s",
+                        compare::HEADER_TIMEOUT_S
+                    ),
+                    doctor: why.clone(),
+                    slowhttptest: why.clone(),
+                    difference: why,
+                }
+            }
+        }
+    }
+}
+
+pub async fn run(mode: Mode, config: &DoctorConfig, out: &mut Output) -> Result<()> {
+    out.meta(Meta::describe(SLUG, mode, config.time_scale, config)?)?;
+    // Beside the servers: it waits on nginx's timer, not on the CPU.
+    let (comparison, servers) = tokio::join!(compare::run(), servers(config, out));
+    servers?;
+    out.summary_of("slowhttptest", &ComparisonRow::from(comparison))?;
+    Ok(())
+}
+
+async fn servers(config: &DoctorConfig, out: &mut Output) -> Result<()> {
+    let exe = std::env::current_exe().context("finding the lab's own binary")?;
+    let exe = exe.to_string_lossy().into_owned();
+    let mut subjects: Vec<Subject> = Service::ALL
+        .iter()
+        .map(|service| Subject {
+            name: service.name(),
+            command: vec![
+                exe.clone(),
+                "serve".into(),
+                service.name().into(),
+                "--scale".into(),
+                config.time_scale.to_string(),
+            ],
+            compressed: true,
+        })
+        .collect();
+    if node_available() {
+        subjects.push(Subject {
+            name: "node",
+            command: vec!["node".into(), NODE_SERVER.into()],
+            compressed: false,
+        });
+    } else {
+        eprintln!("doctor: node is not installed; the Node server's column says so");
+    }
+    let mut by_check: Vec<(Check, Vec<(&str, String)>)> = Check::ALL
+        .iter()
+        .map(|check| (*check, Vec::new()))
+        .collect();
+    for subject in &subjects {
+        let port = lab_kit::net::closed_loopback_port()?;
+        let mut command = subject.command.clone();
+        if subject.name == "node" {
+            command.push(port.to_string());
+        } else {
+            command.extend(["--port".into(), port.to_string()]);
+        }
+        let options = config.options(command, port, subject.compressed);
+        eprintln!(
+            "doctor: {} on 127.0.0.1:{port} (balancer idle {:.2} s, window {:.2} s)",
+            subject.name,
+            options.balancer_idle.as_secs_f64(),
+            options.window.as_secs_f64()
+        );
+        let started = Instant::now();
+        let findings = checks::run(&options, &Quiet)
+            .await
+            .with_context(|| format!("the doctor could not probe the {} server", subject.name))?;
+        let count = |grade| findings.iter().filter(|f| f.grade == grade).count();
+        for finding in &findings {
+            // A skip's reason is the cell: "skipped" alone says nothing.
+            let said = match finding.grade {
+                Grade::Skip => &finding.why,
+                _ => &finding.measured,
+            };
+            let cell = format!("{}: {said}", finding.grade.label());
+            out.sample(
+                &format!("{}/{}", subject.name, finding.check),
+                &Row {
+                    server: subject.name,
+                    check: finding.check,
+                    grade: finding.grade,
+                    measured: &finding.measured,
+                    cell: cell.clone(),
+                    value: finding.value.unwrap_or(-1.0),
+                },
+            )?;
+            if let Some((_, cells)) = by_check.iter_mut().find(|(c, _)| c.name() == finding.check) {
+                cells.push((subject.name, cell));
+            }
+        }
+        out.summary_of(
+            subject.name,
+            &Tally {
+                passed: count(Grade::Pass),
+                warned: count(Grade::Warn),
+                failed: count(Grade::Fail),
+                skipped: count(Grade::Skip),
+                took_s: started.elapsed().as_secs_f64(),
+                time_scale: if subject.compressed {
+                    config.time_scale
+                } else {
+                    1.0
+                },
+            },
+        )?;
+    }
+    // One row a check, one column a server: the chapter's table.
+    for (check, mut cells) in by_check {
+        if !subjects.iter().any(|subject| subject.name == "node") {
+            cells.push(("node", "not run: node is not installed".into()));
+        }
+        let row: serde_json::Map<String, serde_json::Value> = cells
+            .into_iter()
+            .map(|(server, cell)| (server.replace('-', "_"), cell.into()))
+            .collect();
+        out.summary_of(check.name(), &row)?;
+    }
+    Ok(())
+}
+
+/// `node --version` runs and succeeds.
+pub fn node_available() -> bool {
+    std::process::Command::new("node")
+        .arg("--version")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success())
+}

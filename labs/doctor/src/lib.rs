@@ -1,0 +1,26 @@
+//! The doctor: probes a running HTTP/1.1 server for the failures the book
+//! teaches (an idle connection behind a balancer, slow clients, slow
+//! handlers, a blocked runtime, overload, Retry-After, shutdown) and says
+//! pass, warn or fail for each, with the number it measured and the chapter
+//! that explains it.
+//!
+//! The checks reuse the labs' own machinery: the keep-alive lab's idle
+//! probe, the server-timeouts lab's stalled clients, the shutdown lab's
+//! probe. The lab ([`run`]) points the doctor at three servers: the stock
+//! `axum::serve` service, the book's hardened service (both in
+//! [`services`]), and a Node server where Node is installed.
+
+pub mod checks;
+pub mod compare;
+pub mod finding;
+pub mod lab;
+pub mod options;
+pub mod report;
+pub mod services;
+
+pub use crate::{
+    finding::{Check, Finding, Grade},
+    lab::{DoctorConfig, SLUG, run},
+    options::{Options, Target},
+    report::Report,
+};

@@ -1,0 +1,304 @@
+//! The doctor's command line: `doctor [FLAGS] HOST:PORT [CHECK...]`, or
+//! `doctor [FLAGS] --port P [CHECK...] -- COMMAND...` to start the server
+//! itself (which the shutdown check needs). Flags take one value each, read
+//! by the kit's parser; the target and the checks are the words between.
+
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use lab_kit::flags::Flags;
+
+use crate::finding::Check;
+
+/// What to probe: a server that already listens, or a command to start.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Target {
+    /// `HOST:PORT` as the reader typed it.
+    Listening(String),
+    /// The command listens on 127.0.0.1:port once started.
+    Command { port: u16, command: Vec<String> },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Options {
+    pub target: Target,
+    /// The checks to run, in the report's order.
+    pub checks: Vec<Check>,
+    /// An ordinary, fast path: the idle client's request, the canary.
+    pub path: String,
+    /// A path that reads a request body (default: `path`).
+    pub body_path: Option<String>,
+    /// A path with a large answer, for the slow read (default: `path`).
+    pub read_path: Option<String>,
+    /// A path that is slow: the handler deadline check.
+    pub slow_path: Option<String>,
+    /// A path that does heavy work: the blocked-runtime check.
+    pub heavy_path: Option<String>,
+    /// A path with limited capacity: the overload check.
+    pub load_path: Option<String>,
+    pub ready_path: String,
+    /// The idle timeout of the balancer in front (AWS ALB's default: 60 s).
+    pub balancer_idle: Duration,
+    /// How long the watching checks watch, and the handler deadline waits.
+    pub window: Duration,
+    /// The overload check's callers give up after this.
+    pub caller_timeout: Duration,
+    /// The overload ramp's top: 4, a quarter of it, then this many in flight.
+    pub max_in_flight: usize,
+    /// The shutdown check's grace period (SIGTERM to SIGKILL).
+    pub grace: Duration,
+    pub json: bool,
+    pub allow_remote: bool,
+}
+
+pub const USAGE: &str = "\
+Usage: doctor [FLAGS] HOST:PORT [CHECK...]
+       doctor [FLAGS] --port P [CHECK...] -- COMMAND [ARGS...]
+
+Probes a running HTTP/1.1 server for the failures the book teaches and prints
+one line per check (pass, warn, FAIL or skip) with what it measured, why it
+matters and the chapter that explains it. Checks run at once, each bounded;
+the default run takes under a minute (with a command, add the shutdown check's
+grace period).
+
+Checks (default: all): idle-keepalive, slow-head, slow-body, slow-read,
+handler-deadline, blocked-runtime, overload, retry-after, shutdown.
+
+Paths (a check whose path is not given is skipped):
+  --path /              a fast path: the idle client's request, the canary
+  --body-path PATH      a route that reads a request body (default: --path)
+  --read-path PATH      a route with a large answer (default: --path)
+  --slow-path PATH      a slow route: does the server ever cut it?
+  --heavy-path PATH     a route that does heavy work: does the canary stall?
+  --load-path PATH      a route with limited capacity: shed or queue?
+  --ready-path /readyz  the readiness route (shutdown check)
+Settings:
+  --balancer-idle 60s   the idle timeout of the balancer in front
+  --window 45s          how long the watching checks watch
+  --caller-timeout 1s   the overload check's callers give up after this
+  --max-in-flight 64    the top of the overload ramp (4, a quarter of it, then it)
+  --grace 30s           SIGTERM to SIGKILL in the shutdown check
+  --json                one JSON object on stdout instead of the text report
+  --allow-remote        probe a host that is not loopback (be polite: the
+                        ramp stops at 16 callers, each at most 20 calls a
+                        second, and the slow read sends at most 4096 requests)
+Durations: 60s, 1.5s, 250ms, 2m.
+
+Exit: 0 every check passed or was skipped; 1 a check warned or failed;
+2 could not probe (bad arguments, nothing listening, not HTTP, no answer).";
+
+/// `60s`, `1.5s`, `250ms`, `2m`.
+pub fn duration(text: &str) -> Result<Duration> {
+    let (number, unit) = match text.find(|c: char| c.is_ascii_alphabetic()) {
+        Some(at) => text.split_at(at),
+        None => bail!("{text:?} has no unit: write 60s, 1.5s, 250ms or 2m"),
+    };
+    let value: f64 = number
+        .parse()
+        .with_context(|| format!("{text:?} is not a duration"))?;
+    let seconds = match unit {
+        "ms" => value / 1000.0,
+        "s" => value,
+        "m" => value * 60.0,
+        _ => bail!("{text:?}: unknown unit {unit:?} (ms, s or m)"),
+    };
+    if !seconds.is_finite() || seconds <= 0.0 || seconds > 3600.0 {
+        bail!("{text:?} is not a duration between 1 ms and 1 hour");
+    }
+    Ok(Duration::from_secs_f64(seconds))
+}
+
+const VALUE_FLAGS: &[&str] = &[
+    "--path",
+    "--body-path",
+    "--read-path",
+    "--slow-path",
+    "--heavy-path",
+    "--load-path",
+    "--ready-path",
+    "--balancer-idle",
+    "--window",
+    "--caller-timeout",
+    "--max-in-flight",
+    "--grace",
+    "--port",
+];
+const SWITCHES: &[&str] = &["--json", "--allow-remote"];
+
+/// Parses the arguments after the program name.
+pub fn parse(args: &[String]) -> Result<Options> {
+    let (args, command) = match args.iter().position(|arg| arg == "--") {
+        Some(split) => (&args[..split], Some(&args[split + 1..])),
+        None => (args, None),
+    };
+    // The words that are not flags or their values: the target and checks.
+    let mut flags = Vec::new();
+    let mut words = Vec::new();
+    let mut rest = args.iter();
+    while let Some(arg) = rest.next() {
+        if VALUE_FLAGS.contains(&arg.as_str()) {
+            flags.push(arg.clone());
+            flags.extend(rest.next().cloned());
+        } else if arg.starts_with('-') {
+            flags.push(arg.clone());
+        } else {
+            words.push(arg.as_str());
+        }
+    }
+    let mut options = Options {
+        target: Target::Listening(String::new()),
+        checks: Vec::new(),
+        path: "/".into(),
+        body_path: None,
+        read_path: None,
+        slow_path: None,
+        heavy_path: None,
+        load_path: None,
+        ready_path: "/readyz".into(),
+        balancer_idle: Duration::from_secs(60),
+        window: Duration::from_secs(45),
+        caller_timeout: Duration::from_secs(1),
+        max_in_flight: 64,
+        grace: Duration::from_secs(30),
+        json: false,
+        allow_remote: false,
+    };
+    let mut port = None;
+    let mut parsed = Flags::new(&flags)
+        .known(VALUE_FLAGS)
+        .with_switches(SWITCHES)
+        .for_what("doctor");
+    while let Some(flag) = parsed.next_flag()? {
+        let path = || -> Result<String> {
+            if !flag.value.starts_with('/') {
+                bail!(
+                    "{} {:?} is not a path (it starts with /)",
+                    flag.name,
+                    flag.value
+                );
+            }
+            Ok(flag.value.to_string())
+        };
+        let time = || duration(flag.value).with_context(|| flag.name.to_string());
+        match flag.name {
+            "--path" => options.path = path()?,
+            "--body-path" => options.body_path = Some(path()?),
+            "--read-path" => options.read_path = Some(path()?),
+            "--slow-path" => options.slow_path = Some(path()?),
+            "--heavy-path" => options.heavy_path = Some(path()?),
+            "--load-path" => options.load_path = Some(path()?),
+            "--ready-path" => options.ready_path = path()?,
+            "--balancer-idle" => options.balancer_idle = time()?,
+            "--window" => options.window = time()?,
+            "--caller-timeout" => options.caller_timeout = time()?,
+            "--grace" => options.grace = time()?,
+            "--max-in-flight" => {
+                let top: usize = flag.parse("a whole number")?;
+                if !(16..=1024).contains(&top) {
+                    bail!("--max-in-flight {top} is not between 16 and 1024");
+                }
+                options.max_in_flight = top;
+            }
+            "--port" => port = Some(flag.parse::<u16>("a port")?),
+            "--json" => options.json = true,
+            "--allow-remote" => options.allow_remote = true,
+            _ => return Err(flag.unknown()),
+        }
+    }
+    options.target = match (port, command) {
+        (Some(0), _) => bail!("--port 0: give the port the command will listen on"),
+        (Some(port), Some(command)) if !command.is_empty() => Target::Command {
+            port,
+            command: command.to_vec(),
+        },
+        (Some(_), _) => bail!("--port P goes with a command after `--`"),
+        (None, Some(_)) => bail!("a command after `--` needs --port P, the port it listens on"),
+        (None, None) => {
+            let Some(target) = words.first() else {
+                bail!("no target: give HOST:PORT, or --port P -- COMMAND (see --help)");
+            };
+            let target = target.to_string();
+            words.remove(0);
+            Target::Listening(target)
+        }
+    };
+    let mut checks = Vec::new();
+    for word in words {
+        let check = Check::named(word)
+            .with_context(|| format!("unknown check {word:?} (the checks: {})", Check::names()))?;
+        checks.push(check);
+    }
+    options.checks = if checks.is_empty() {
+        Check::ALL.to_vec()
+    } else {
+        Check::ALL
+            .into_iter()
+            .filter(|check| checks.contains(check))
+            .collect()
+    };
+    Ok(options)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use lab_kit::flags::to_args as strings;
+
+    #[test]
+    fn reads_a_target_checks_and_flags() {
+        let options = parse(&strings(&[
+            "127.0.0.1:3000",
+            "slow-head",
+            "--window",
+            "3s",
+            "idle-keepalive",
+            "--json",
+        ]))
+        .unwrap();
+        assert_eq!(options.target, Target::Listening("127.0.0.1:3000".into()));
+        assert_eq!(options.checks, [Check::IdleKeepAlive, Check::SlowHead]);
+        assert_eq!(options.window, Duration::from_secs(3));
+        assert!(options.json);
+        let all = parse(&strings(&["localhost:1"])).unwrap();
+        assert_eq!(all.checks, Check::ALL);
+    }
+
+    #[test]
+    fn reads_a_command() {
+        let options = parse(&strings(&[
+            "--port", "8080", "shutdown", "--", "node", "s.js",
+        ]))
+        .unwrap();
+        assert_eq!(
+            options.target,
+            Target::Command {
+                port: 8080,
+                command: strings(&["node", "s.js"])
+            }
+        );
+        assert_eq!(options.checks, [Check::Shutdown]);
+    }
+
+    #[test]
+    fn refuses_bad_input_in_one_line() {
+        for (args, says) in [
+            (&["127.0.0.1:1", "bogus"][..], "unknown check \"bogus\""),
+            (&[], "no target"),
+            (&["a:1", "--window", "3"], "has no unit"),
+            (&["a:1", "--window", "-3s"], "between 1 ms and 1 hour"),
+            (&["a:1", "--slow-path", "x"], "is not a path"),
+            (&["a:1", "--bogus"], "unknown doctor flag \"--bogus\""),
+            (&["--port", "80"], "goes with a command"),
+            (&["a:1", "--", "node"], "needs --port"),
+            (&["a:1", "--max-in-flight", "2"], "between 16 and 1024"),
+        ] {
+            let error = parse(&strings(args)).unwrap_err();
+            let text = format!("{error:#}");
+            assert!(text.contains(says), "{args:?}: {text}");
+            assert!(!text.contains('\n'), "{args:?}: {text}");
+        }
+        assert_eq!(duration("250ms").unwrap(), Duration::from_millis(250));
+        assert_eq!(duration("2m").unwrap(), Duration::from_secs(120));
+    }
+}

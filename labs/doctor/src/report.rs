@@ -1,0 +1,95 @@
+//! The report: a table for people, one JSON object for machines, and the
+//! exit code (0 clean, 1 findings, 2 could not probe).
+
+use serde::Serialize;
+
+use crate::{
+    finding::{Finding, Grade},
+    options::{Options, Target},
+};
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub target: String,
+    pub balancer_idle_s: f64,
+    pub window_s: f64,
+    pub findings: Vec<Finding>,
+    /// 0 every check passed or was skipped, 1 a check warned or failed.
+    pub exit: u8,
+}
+
+impl Report {
+    pub fn new(options: &Options, findings: Vec<Finding>) -> Report {
+        let exit = u8::from(
+            findings
+                .iter()
+                .any(|finding| matches!(finding.grade, Grade::Warn | Grade::Fail)),
+        );
+        Report {
+            target: describe(&options.target),
+            balancer_idle_s: options.balancer_idle.as_secs_f64(),
+            window_s: options.window.as_secs_f64(),
+            findings,
+            exit,
+        }
+    }
+
+    pub fn count(&self, grade: Grade) -> usize {
+        self.findings
+            .iter()
+            .filter(|finding| finding.grade == grade)
+            .count()
+    }
+
+    /// The table, then each finding's why and where to read about it.
+    pub fn text(&self) -> String {
+        let width = |cell: fn(&Finding) -> usize, title: &str| {
+            self.findings
+                .iter()
+                .map(cell)
+                .max()
+                .unwrap_or(0)
+                .max(title.len())
+        };
+        let check_width = width(|finding| finding.check.len(), "check");
+        let mut text = format!(
+            "doctor: {} (balancer idle {} s, window {} s)\n\n{:check_width$}  {:5}  measured\n",
+            self.target, self.balancer_idle_s, self.window_s, "check", "grade"
+        );
+        for finding in &self.findings {
+            let line = format!(
+                "{:check_width$}  {:5}  {}",
+                finding.check,
+                finding.grade.label(),
+                finding.measured
+            );
+            text.push_str(&line);
+            text.push('\n');
+        }
+        text.push('\n');
+        for finding in &self.findings {
+            text.push_str(&format!(
+                "{} {}: {}\n    read: {}\n",
+                finding.grade.label(),
+                finding.check,
+                finding.why,
+                finding.read
+            ));
+        }
+        text.push_str(&format!(
+            "\n{} passed, {} warned, {} failed, {} skipped\n",
+            self.count(Grade::Pass),
+            self.count(Grade::Warn),
+            self.count(Grade::Fail),
+            self.count(Grade::Skip)
+        ));
+        text
+    }
+}
+
+pub fn describe(target: &Target) -> String {
+    match target {
+        Target::Listening(target) => target.clone(),
+        Target::Command { port, command } => format!("127.0.0.1:{port} ({})", command.join(" ")),
+    }
+}

@@ -1,0 +1,369 @@
+//! The two Rust services the lab points the doctor at, as one would write
+//! them: `stock`, a plain `axum::serve` service; and `hardened`, the same
+//! routes with what the book's chapters add (a header read timeout above
+//! the balancer's idle timeout, a body timeout and a handler deadline, a
+//! write timeout, heavy work off the runtime, a bounded queue that sheds
+//! with Retry-After, and a drain on SIGTERM). Both run on two worker
+//! threads, so that a burst of heavy requests blocks the stock one on any
+//! machine, however many cores it has.
+//!
+//! Production durations are divided by `scale`, as in the server-timeouts
+//! lab; CPU work and the pool's service time are real.
+
+use std::{
+    future::Future,
+    io,
+    net::SocketAddr,
+    pin::Pin,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    task::{Context, Poll},
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context as _, Result, bail};
+use axum::{
+    Router,
+    body::Bytes,
+    extract::State,
+    http::{HeaderValue, StatusCode, header::RETRY_AFTER},
+    response::{IntoResponse, Response},
+    routing::{get, post},
+};
+use hyper::body::Incoming;
+use hyper_util::{rt::TokioIo, server::graceful::GracefulShutdown};
+use lab_kit::{flags::Flags, server::http1_builder};
+use tokio::{
+    io::{AsyncRead, AsyncWrite, ReadBuf},
+    net::{TcpListener, TcpStream},
+    sync::Semaphore,
+    time::Sleep,
+};
+use tower::ServiceExt;
+use tower_http::timeout::{RequestBodyTimeoutLayer, TimeoutLayer};
+
+lab_kit::series! {
+    /// The services the lab runs.
+    pub enum Service {
+        /// `axum::serve(listener, app)`: what most axum services run.
+        Stock => "stock-axum",
+        /// The same routes, hardened the way the book's chapters show.
+        Hardened => "hardened",
+    }
+}
+
+/// Production settings of the hardened service, in seconds.
+pub mod production {
+    /// Above the balancer's 60 s idle timeout (hyper's header read timer is
+    /// also its idle timer).
+    pub const HEADER_READ_S: f64 = 90.0;
+    pub const BODY_S: f64 = 10.0;
+    pub const HANDLER_DEADLINE_S: f64 = 15.0;
+    /// A client that reads nothing for this long is dropped.
+    pub const WRITE_S: f64 = 30.0;
+    /// The idle timeout of the balancer in front (AWS ALB's default).
+    pub const BALANCER_IDLE_S: f64 = 60.0;
+    /// How long the doctor watches: past the header read timeout.
+    pub const WINDOW_S: f64 = 110.0;
+}
+
+/// Real (not compressed) numbers: CPU work and the database pool.
+pub const REPORT_CPU: Duration = Duration::from_millis(300);
+/// The hardened service's handler deadline is never compressed below this.
+pub const MIN_DEADLINE: Duration = Duration::from_secs(1);
+pub const POOL_SLOTS: usize = 4;
+pub const POOL_HOLD: Duration = Duration::from_millis(100);
+/// After SIGTERM: readiness 503 for this long, then no new connections and
+/// at most `HARD_DEADLINE` for what is in flight (the lab's grace period is
+/// 5 s; real ones are longer, and so would these be).
+pub const DRAIN_WAIT: Duration = Duration::from_millis(200);
+pub const HARD_DEADLINE: Duration = Duration::from_secs(3);
+/// The hardened service lets this many wait for a slot, then sheds.
+pub const QUEUE_LIMIT: usize = 4;
+
+/// The routes the doctor is pointed at, for the lab and the tests.
+pub const PATHS: [(&str, &str); 5] = [
+    ("--body-path", "/upload"),
+    ("--read-path", "/big"),
+    ("--slow-path", "/slow"),
+    ("--heavy-path", "/report"),
+    ("--load-path", "/work"),
+];
+
+struct Shared {
+    pool: Semaphore,
+    /// Slots plus waiters (the hardened service sheds past a limit).
+    wanting: std::sync::atomic::AtomicUsize,
+    draining: AtomicBool,
+    hardened: bool,
+}
+
+/// CPU work: hashing in a loop for `REPORT_CPU` of wall time.
+fn compute_report() -> u64 {
+    let started = Instant::now();
+    let mut hash = 0xcbf29ce484222325u64;
+    while started.elapsed() < REPORT_CPU {
+        for byte in 0..=255u8 {
+            hash = (hash ^ u64::from(byte)).wrapping_mul(0x100000001b3);
+        }
+    }
+    hash
+}
+
+// ANCHOR: routes
+fn routes(shared: Arc<Shared>) -> Router {
+    Router::new()
+        .route("/", get(|| async { "ok\n" }))
+        .route(
+            "/upload",
+            post(|body: Bytes| async move { format!("{} bytes\n", body.len()) }),
+        )
+        // 256 KiB: more than the socket buffers of a client that reads nothing.
+        .route("/big", get(|| async { "x".repeat(256 * 1024) }))
+        // A dependency that never answers.
+        .route("/slow", get(std::future::pending::<&'static str>))
+        .route("/report", get(report))
+        .route("/work", get(work))
+        .route("/readyz", get(readyz))
+        .with_state(shared)
+}
+
+async fn report(State(shared): State<Arc<Shared>>) -> String {
+    let hash = if shared.hardened {
+        // Off the runtime's workers: they keep serving while this runs.
+        tokio::task::spawn_blocking(compute_report)
+            .await
+            .unwrap_or(0)
+    } else {
+        // On a worker thread: nothing else runs there for 300 ms.
+        compute_report()
+    };
+    format!("report {hash:x}\n")
+}
+
+async fn work(State(shared): State<Arc<Shared>>) -> Response {
+    let wanting = shared.wanting.fetch_add(1, Ordering::SeqCst) + 1;
+    let _leave = Leave(&shared.wanting);
+    if shared.hardened && wanting > POOL_SLOTS + QUEUE_LIMIT {
+        // Shed: the caller hears at once, and when to come back.
+        let mut refused = (StatusCode::SERVICE_UNAVAILABLE, "busy\n").into_response();
+        refused
+            .headers_mut()
+            .insert(RETRY_AFTER, HeaderValue::from_static("1"));
+        return refused;
+    }
+    let Ok(_slot) = shared.pool.acquire().await else {
+        return StatusCode::INTERNAL_SERVER_ERROR.into_response();
+    };
+    tokio::time::sleep(POOL_HOLD).await;
+    "done\n".into_response()
+}
+
+async fn readyz(State(shared): State<Arc<Shared>>) -> StatusCode {
+    if shared.draining.load(Ordering::SeqCst) {
+        StatusCode::SERVICE_UNAVAILABLE
+    } else {
+        StatusCode::OK
+    }
+}
+// ANCHOR_END: routes
+
+/// Decrements a counter when dropped (also when the handler is cancelled).
+struct Leave<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl Drop for Leave<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+// ANCHOR: write_timeout
+/// A connection whose writes fail once one has waited `limit`: the client
+/// stopped reading. hyper has no write timeout of its own.
+pub struct WriteTimeout {
+    stream: TcpStream,
+    limit: Duration,
+    waiting: Option<Pin<Box<Sleep>>>,
+}
+
+impl WriteTimeout {
+    pub fn new(stream: TcpStream, limit: Duration) -> WriteTimeout {
+        WriteTimeout {
+            stream,
+            limit,
+            waiting: None,
+        }
+    }
+
+    /// Arms the timer on a write that cannot proceed; fails once it fired.
+    fn pending_or_timed_out<T>(&mut self, context: &mut Context<'_>) -> Poll<io::Result<T>> {
+        let limit = self.limit;
+        let timer = self
+            .waiting
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
+        match timer.as_mut().poll(context) {
+            Poll::Ready(()) => Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the client read nothing for the write timeout",
+            ))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl AsyncRead for WriteTimeout {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        context: &mut Context<'_>,
+        buffer: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_read(context, buffer)
+    }
+}
+
+impl AsyncWrite for WriteTimeout {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        context: &mut Context<'_>,
+        bytes: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match Pin::new(&mut self.stream).poll_write(context, bytes) {
+            Poll::Pending => self.pending_or_timed_out(context),
+            ready => {
+                self.waiting = None;
+                ready
+            }
+        }
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, context: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match Pin::new(&mut self.stream).poll_flush(context) {
+            Poll::Pending => self.pending_or_timed_out(context),
+            ready => {
+                self.waiting = None;
+                ready
+            }
+        }
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, context: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_shutdown(context)
+    }
+}
+// ANCHOR_END: write_timeout
+
+/// `lab-doctor serve stock|hardened --port P [--scale S]`.
+pub fn serve_main(args: &[String]) -> Result<()> {
+    let Some((which, flags)) = args.split_first() else {
+        bail!("serve: which service? stock-axum or hardened");
+    };
+    let service = Service::named(which)
+        .with_context(|| format!("serve: unknown service {which:?} (stock-axum or hardened)"))?;
+    let (mut port, mut scale) = (0u16, 1.0f64);
+    let mut parsed = Flags::new(flags).for_what("serve");
+    while let Some(flag) = parsed.next_flag()? {
+        match flag.name {
+            "--port" => port = flag.parse("a port")?,
+            "--scale" => scale = flag.parse("a number")?,
+            _ => return Err(flag.unknown()),
+        }
+    }
+    if !(scale.is_finite() && scale >= 1.0) {
+        bail!("--scale {scale} is not a number of 1 or more");
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    runtime.block_on(async move {
+        let listener = TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], port)))
+            .await
+            .with_context(|| format!("binding 127.0.0.1:{port}"))?;
+        match service {
+            Service::Stock => serve_stock(listener).await,
+            Service::Hardened => serve_hardened(listener, scale).await,
+        }
+    })
+}
+
+fn shared(hardened: bool) -> Arc<Shared> {
+    Arc::new(Shared {
+        pool: Semaphore::new(POOL_SLOTS),
+        wanting: Default::default(),
+        draining: AtomicBool::new(false),
+        hardened,
+    })
+}
+
+// ANCHOR: stock
+async fn serve_stock(listener: TcpListener) -> Result<()> {
+    axum::serve(listener, routes(shared(false)))
+        .await
+        .context("serving")
+}
+// ANCHOR_END: stock
+
+// ANCHOR: hardened
+async fn serve_hardened(listener: TcpListener, scale: f64) -> Result<()> {
+    use production::*;
+    let at_scale = |seconds: f64| Duration::from_secs_f64(seconds / scale);
+    let shared = shared(true);
+    let app = routes(shared.clone())
+        .layer(TimeoutLayer::with_status_code(
+            StatusCode::SERVICE_UNAVAILABLE,
+            // The report's CPU time is real, not compressed: a deadline
+            // compressed below it would cut every report.
+            at_scale(HANDLER_DEADLINE_S).max(MIN_DEADLINE),
+        ))
+        .layer(RequestBodyTimeoutLayer::new(at_scale(BODY_S)));
+    let builder = http1_builder(Some(at_scale(HEADER_READ_S)));
+    let write_limit = at_scale(WRITE_S);
+    let graceful = GracefulShutdown::new();
+    let serve = |stream: TcpStream| {
+        let router = app.clone();
+        let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
+            router.clone().oneshot(request)
+        });
+        let io = TokioIo::new(WriteTimeout::new(stream, write_limit));
+        let connection = graceful.watch(builder.serve_connection(io, service));
+        tokio::spawn(async move {
+            // A timeout or a client that left ends a connection with an error.
+            let _ = connection.await;
+        });
+    };
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("listening for SIGTERM")?;
+    // After SIGTERM, readiness says 503 while the balancer notices, and new
+    // connections are still served; then the server stops accepting and
+    // lets what is in flight finish, within a hard deadline.
+    let mut drain_until = None;
+    loop {
+        let drained = async {
+            match drain_until {
+                Some(until) => tokio::time::sleep_until(until).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            accepted = listener.accept() => {
+                if let Ok((stream, _)) = accepted {
+                    serve(stream);
+                }
+            }
+            _ = terminate.recv(), if drain_until.is_none() => {
+                shared.draining.store(true, Ordering::SeqCst);
+                drain_until = Some(tokio::time::Instant::now() + DRAIN_WAIT);
+            }
+            () = drained => break,
+        }
+    }
+    drop(listener);
+    match tokio::time::timeout(HARD_DEADLINE, graceful.shutdown()).await {
+        Ok(()) => Ok(()),
+        Err(_) => bail!("connections still open {HARD_DEADLINE:?} after the drain; exiting"),
+    }
+}
+// ANCHOR_END: hardened

@@ -1,0 +1,237 @@
+//! The doctor as a reader runs it: the `doctor` binary against the lab's
+//! two Rust services (started by the doctor, as a reader's command would
+//! be), and against bad targets. Time is compressed 50x as in the lab.
+
+use std::{
+    io::{Read, Write},
+    net::TcpListener,
+    process::{Command, Stdio},
+    thread,
+    time::{Duration, Instant},
+};
+
+use lab_doctor::DoctorConfig;
+use lab_kit::Mode;
+
+const DOCTOR: &str = env!("CARGO_BIN_EXE_doctor");
+const SERVICES: &str = env!("CARGO_BIN_EXE_lab-doctor");
+
+struct Ran {
+    code: i32,
+    stdout: String,
+    stderr: String,
+    took: Duration,
+}
+
+/// Runs the doctor, killed if it outlives `limit` (a hang fails the test).
+fn doctor(args: &[String], limit: Duration) -> Ran {
+    let started = Instant::now();
+    let mut child = Command::new(DOCTOR)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the doctor starts");
+    let (mut out, mut err) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
+    let out = thread::spawn(move || {
+        let mut text = String::new();
+        out.read_to_string(&mut text).ok();
+        text
+    });
+    let err = thread::spawn(move || {
+        let mut text = String::new();
+        err.read_to_string(&mut text).ok();
+        text
+    });
+    let code = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status.code().unwrap_or(-1);
+        }
+        if started.elapsed() > limit {
+            child.kill().ok();
+            child.wait().ok();
+            panic!("the doctor ran past {limit:?} with {args:?}");
+        }
+        thread::sleep(Duration::from_millis(20));
+    };
+    Ran {
+        code,
+        stdout: out.join().unwrap(),
+        stderr: err.join().unwrap(),
+        took: started.elapsed(),
+    }
+}
+
+fn args(items: &[&str]) -> Vec<String> {
+    items.iter().map(|item| item.to_string()).collect()
+}
+
+/// The lab's arguments for one of its Rust services, as JSON.
+fn lab_args(service: &str) -> Vec<String> {
+    let config = DoctorConfig::for_mode(Mode::Quick);
+    let port = lab_kit::net::closed_loopback_port().unwrap();
+    let command = args(&[
+        SERVICES,
+        "serve",
+        service,
+        "--scale",
+        &config.time_scale.to_string(),
+        "--port",
+        &port.to_string(),
+    ]);
+    let options = config.options(command.clone(), port, true);
+    let mut line = args(&["--json", "--port", &port.to_string()]);
+    for (flag, path) in lab_doctor::services::PATHS {
+        line.extend(args(&[flag, path]));
+    }
+    let seconds = |duration: Duration| format!("{}ms", duration.as_millis());
+    line.extend(args(&[
+        "--balancer-idle",
+        &seconds(options.balancer_idle),
+        "--window",
+        &seconds(options.window),
+        "--grace",
+        &seconds(options.grace),
+        "--",
+    ]));
+    line.extend(command);
+    line
+}
+
+fn findings(ran: &Ran) -> Vec<(String, String, String)> {
+    let report: serde_json::Value = serde_json::from_str(ran.stdout.trim())
+        .unwrap_or_else(|error| panic!("not JSON ({error}): {}\n{}", ran.stdout, ran.stderr));
+    report["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .map(|finding| {
+            let text = |key: &str| finding[key].as_str().unwrap_or_default().to_string();
+            (text("check"), text("grade"), text("measured"))
+        })
+        .collect()
+}
+
+// One test, so that the two services are not probed at the same time on a
+// two-core machine (the canary of one would time the other's burst).
+#[test]
+fn the_hardened_service_passes_and_stock_axum_serve_is_reported() {
+    let hardened = doctor(&lab_args("hardened"), Duration::from_secs(60));
+    let seen = findings(&hardened);
+    assert_eq!(seen.len(), 9, "{seen:?}");
+    for (check, grade, measured) in &seen {
+        assert_eq!(
+            grade, "pass",
+            "hardened {check}: {measured}\n{}",
+            hardened.stderr
+        );
+    }
+    assert_eq!(hardened.code, 0);
+
+    let stock = doctor(&lab_args("stock-axum"), Duration::from_secs(60));
+    assert_eq!(stock.code, 1, "{}", stock.stderr);
+    let seen = findings(&stock);
+    let of = |name: &str| {
+        seen.iter()
+            .find(|(check, ..)| check == name)
+            .cloned()
+            .unwrap()
+    };
+    // What the server-timeouts chapter measured for axum::serve: the idle
+    // connection and the half-sent head are both still open at the bound.
+    let (_, grade, measured) = of("idle-keepalive");
+    assert_eq!(
+        (grade.as_str(), measured.as_str()),
+        ("warn", "still open at 2.20 s")
+    );
+    let (_, grade, measured) = of("slow-head");
+    assert_eq!(
+        (grade.as_str(), measured.as_str()),
+        ("fail", "still open at 2.20 s")
+    );
+    for failing in [
+        "slow-body",
+        "slow-read",
+        "handler-deadline",
+        "blocked-runtime",
+        "overload",
+        "shutdown",
+    ] {
+        let (_, grade, measured) = of(failing);
+        assert_eq!(grade, "fail", "stock {failing}: {measured}");
+    }
+    assert_eq!(of("retry-after").1, "skip");
+}
+
+/// A listener that answers every connection with `reply` (or nothing) and
+/// then holds it open.
+fn peer(reply: &'static [u8]) -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming().flatten() {
+            let mut stream = stream;
+            stream.write_all(reply).ok();
+            held.push(stream);
+        }
+    });
+    port
+}
+
+#[test]
+fn bad_input_is_one_line_and_exit_2() {
+    let closed = lab_kit::net::closed_loopback_port().unwrap().to_string();
+    let garbage = peer(b"SSH-2.0-OpenSSH_9.2\r\n").to_string();
+    let silent = peer(b"").to_string();
+    let cases: [(Vec<String>, &str, u64); 6] = [
+        (
+            args(&[&format!("127.0.0.1:{closed}")]),
+            "nothing listens on",
+            5,
+        ),
+        (
+            args(&[&format!("127.0.0.1:{garbage}")]),
+            "does not speak HTTP/1.x",
+            5,
+        ),
+        (
+            args(&[&format!("127.0.0.1:{silent}")]),
+            "sent no HTTP response",
+            10,
+        ),
+        (
+            args(&["--port", &closed, "--", "sleep", "30"]),
+            "did not listen on",
+            15,
+        ),
+        (
+            args(&["127.0.0.1:1", "no-such-check"]),
+            "unknown check \"no-such-check\"",
+            5,
+        ),
+        (args(&["192.0.2.1:80"]), "not a loopback address", 5),
+    ];
+    for (line, says, within) in cases {
+        let ran = doctor(&line, Duration::from_secs(within + 5));
+        assert_eq!(ran.code, 2, "{line:?}: {}", ran.stderr);
+        let lines: Vec<&str> = ran.stderr.lines().collect();
+        assert_eq!(lines.len(), 1, "{line:?}: {}", ran.stderr);
+        assert!(lines[0].contains(says), "{line:?}: {}", lines[0]);
+        assert!(
+            ran.took < Duration::from_secs(within),
+            "{line:?} took {:?}",
+            ran.took
+        );
+    }
+    // The command that never listened was killed, not left behind.
+    let left = Command::new("pgrep").args(["-f", "^sleep 30$"]).output();
+    if let Ok(left) = left {
+        assert!(
+            left.stdout.is_empty(),
+            "left running: {}",
+            String::from_utf8_lossy(&left.stdout)
+        );
+    }
+}

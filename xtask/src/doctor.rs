@@ -1,0 +1,78 @@
+//! `cargo xtask doctor <target> [checks...]`: builds the doctor (labs/doctor,
+//! the `doctor` binary) in release, as the labs are built, and runs it with
+//! the words as they were typed. Its exit code is the doctor's: 0 clean,
+//! 1 findings, 2 could not probe; a build that fails is 2 as well.
+
+use std::{
+    process::{Command, ExitCode, Stdio},
+    thread,
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context, Result, bail};
+
+use crate::project::Project;
+
+/// A backstop far above the doctor's own bounds (a minute by default, plus
+/// a shutdown's grace period with a command).
+const KILL_AFTER: Duration = Duration::from_secs(15 * 60);
+
+pub fn run(project: &Project, arguments: &[String]) -> ExitCode {
+    match build(project).and_then(|()| probe(project, arguments)) {
+        Ok(code) => ExitCode::from(code),
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn build(project: &Project) -> Result<()> {
+    eprintln!("building the doctor (cargo build --release -p lab-doctor --bin doctor)...");
+    let status = project
+        .cargo()
+        .args([
+            "build",
+            "--release",
+            "--quiet",
+            "--package",
+            "lab-doctor",
+            "--bin",
+            "doctor",
+        ])
+        .status()
+        .context("starting cargo build")?;
+    if !status.success() {
+        bail!("the doctor does not build ({status}): the compiler's message is above");
+    }
+    Ok(())
+}
+
+fn probe(project: &Project, arguments: &[String]) -> Result<u8> {
+    let exe = project.cargo_target().join("release").join("doctor");
+    let mut command = Command::new(&exe);
+    command.args(arguments).stdin(Stdio::null());
+    lab_kit::process::own_group_killed_with_parent(&mut command);
+    let mut child = command
+        .spawn()
+        .with_context(|| format!("starting {}", exe.display()))?;
+    let started = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait()? {
+            // A doctor killed by a signal could not finish its probe.
+            return Ok(status
+                .code()
+                .and_then(|code| u8::try_from(code).ok())
+                .unwrap_or(2));
+        }
+        if started.elapsed() > KILL_AFTER {
+            // SAFETY: kill(2) on the process group the doctor leads.
+            unsafe {
+                libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL);
+            }
+            let _ = child.wait();
+            bail!("the doctor ran past {} s; stopped it", KILL_AFTER.as_secs());
+        }
+        thread::sleep(Duration::from_millis(50));
+    }
+}
