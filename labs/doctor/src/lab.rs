@@ -44,9 +44,13 @@ impl DoctorConfig {
                 Mode::Quick => 50.0,
                 Mode::Full => 10.0,
             },
+            // Quick: past the 10 s body timeout the chapters recommend. Full:
+            // past 1.5 times the balancer's 60 s, where the slow head can be
+            // judged, and past Node's 60 s headersTimeout, which Node checks
+            // every 30 s (connectionsCheckingInterval).
             node_window_s: match mode {
-                Mode::Quick => 8.0,
-                Mode::Full => 70.0,
+                Mode::Quick => 12.0,
+                Mode::Full => 100.0,
             },
             grace_s: 5.0,
             caller_timeout_s: 1.0,
@@ -110,6 +114,10 @@ struct Tally {
     took_s: f64,
     /// Production seconds per second of this server's clock.
     time_scale: f64,
+    /// The doctor's window and balancer idle timeout for this server, in
+    /// this server's (lab) seconds.
+    window_s: f64,
+    balancer_idle_s: f64,
 }
 
 struct Quiet;
@@ -256,6 +264,8 @@ async fn servers(config: &DoctorConfig, out: &mut Output) -> Result<()> {
                 } else {
                     1.0
                 },
+                window_s: options.window.as_secs_f64(),
+                balancer_idle_s: options.balancer_idle.as_secs_f64(),
             },
         )?;
     }

@@ -235,3 +235,33 @@ fn bad_input_is_one_line_and_exit_2() {
         );
     }
 }
+
+#[test]
+fn a_window_too_short_to_tell_a_header_timeout_from_none_is_a_warning() {
+    let port = lab_kit::net::closed_loopback_port().unwrap().to_string();
+    let line = args(&[
+        "--json",
+        "--port",
+        &port,
+        "slow-head",
+        "--balancer-idle",
+        "1s",
+        "--window",
+        "1s",
+        "--",
+        SERVICES,
+        "serve",
+        "stock-axum",
+        "--port",
+        &port,
+    ]);
+    let ran = doctor(&line, Duration::from_secs(30));
+    let seen = findings(&ran);
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    let (_, grade, measured) = &seen[0];
+    assert_eq!(
+        (grade.as_str(), measured.as_str()),
+        ("warn", "still open at 1.00 s")
+    );
+    assert_eq!(ran.code, 1);
+}

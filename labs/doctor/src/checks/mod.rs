@@ -1,7 +1,8 @@
 //! Runs the checks against one server: a first request to make sure there
-//! is an HTTP server to probe, then the watching checks side by side with
-//! the load checks one after another (so that one burst does not spoil
-//! another's timing), then, with a command, the shutdown.
+//! is an HTTP server to probe, then the watching checks (and the handler
+//! deadline, one request waited on) side by side with the load checks one
+//! after another (so that one burst does not spoil another's timing), then,
+//! with a command, the shutdown.
 
 pub mod deadline;
 pub mod load;
@@ -71,6 +72,8 @@ fn bound(check: Check, options: &Options) -> Duration {
         Check::Overload | Check::RetryAfter => {
             Duration::from_secs(5) + options.caller_timeout * 3 + slack
         }
+        // Half a second of quiet, the burst (each heavy request bounded), 200 ms.
+        Check::BlockedRuntime => load::HEAVY_LIMIT + Duration::from_secs(1) + slack,
         _ => options.window + slack,
     }
 }
@@ -157,16 +160,35 @@ pub async fn run(options: &Options, progress: &dyn Progress) -> Result<Vec<Findi
         options: options.clone(),
     };
     let wanted = |check: Check| options.checks.contains(&check);
-    let longest = options
-        .checks
-        .iter()
-        .map(|check| bound(*check, options))
-        .max()
-        .unwrap_or_default();
+    // The watchers side by side; beside them the load checks and then the
+    // slow read, one after another; then the shutdown.
+    let limit_of = |check: Check| {
+        if wanted(check) {
+            bound(check, options)
+        } else {
+            Duration::ZERO
+        }
+    };
+    let chain = limit_of(Check::BlockedRuntime)
+        + limit_of(Check::Overload).max(limit_of(Check::RetryAfter))
+        + limit_of(Check::SlowRead);
+    let watchers = [
+        Check::IdleKeepAlive,
+        Check::SlowHead,
+        Check::SlowBody,
+        Check::HandlerDeadline,
+    ]
+    .into_iter()
+    .map(limit_of)
+    .max()
+    .unwrap_or_default();
+    let longest = watchers.max(chain) + limit_of(Check::Shutdown);
     progress.started(&options.checks, longest);
     let total = options.checks.len();
     let mut findings = Vec::new();
     let mut running = JoinSet::new();
+    // The checks that hold one connection (or one request) and wait: side by
+    // side, each under its bound, so the run takes about one window.
     let watching: [(Check, StartCheck); 4] = [
         (Check::IdleKeepAlive, |p| {
             Box::pin(async move { watch::idle_keepalive(&p).await })
@@ -177,8 +199,8 @@ pub async fn run(options: &Options, progress: &dyn Progress) -> Result<Vec<Findi
         (Check::SlowBody, |p| {
             Box::pin(async move { watch::slow_body(&p).await })
         }),
-        (Check::SlowRead, |p| {
-            Box::pin(async move { slow_read::slow_read(&p).await })
+        (Check::HandlerDeadline, |p| {
+            Box::pin(async move { deadline::handler_deadline(&p).await })
         }),
     ];
     for (check, start_check) in watching {
@@ -188,18 +210,28 @@ pub async fn run(options: &Options, progress: &dyn Progress) -> Result<Vec<Findi
             running.spawn(async move { vec![bounded(check, limit, work).await] });
         }
     }
-    // The load checks, one after another, beside the watchers.
+    // The load checks, one after another (a burst would spoil another's
+    // timing), beside the watchers; then the slow read, whose thousands of
+    // pipelined requests keep a server busy while they go in, which would
+    // slow the blocked-runtime check's canary before its burst.
+    let (loads_done, after_loads) = tokio::sync::oneshot::channel::<()>();
+    if wanted(Check::SlowRead) {
+        let limit = bound(Check::SlowRead, options);
+        let probe_of = probe_of.clone();
+        running.spawn(async move {
+            // Done or dropped: either way the loads are over.
+            let _ = after_loads.await;
+            let work = Box::pin(async { slow_read::slow_read(&probe_of).await });
+            vec![bounded(Check::SlowRead, limit, work).await]
+        });
+    }
     let loads = {
         let probe_of = probe_of.clone();
         let options = options.clone();
         async move {
+            let _done_when_dropped = loads_done;
             let mut found = Vec::new();
             let wanted = |check: Check| options.checks.contains(&check);
-            if wanted(Check::HandlerDeadline) {
-                let work = Box::pin(async { deadline::handler_deadline(&probe_of).await });
-                let limit = bound(Check::HandlerDeadline, &options);
-                found.push(bounded(Check::HandlerDeadline, limit, work).await);
-            }
             if wanted(Check::BlockedRuntime) {
                 let work = Box::pin(async { load::blocked_runtime(&probe_of).await });
                 let limit = bound(Check::BlockedRuntime, &options);

@@ -105,6 +105,24 @@ pub async fn slow_head(probe_of: &Probe) -> Result<Finding> {
     );
     let window = probe_of.options.window;
     let seen = watch_request(probe_of.addr, request.as_bytes(), false, window).await?;
+    // hyper's header read timer is also its idle timer, so a server behind a
+    // balancer sets it above the balancer's idle timeout (90 s behind 60 s):
+    // a window shorter than that cannot tell such a timeout from none.
+    let telling = probe_of.options.balancer_idle.mul_f64(1.5);
+    if seen.first_action_ms().is_none() && window <= telling {
+        return Ok(Finding::new(
+            Check::SlowHead,
+            Grade::Warn,
+            format!("still open at {}", seconds(window)),
+            Some(window.as_secs_f64()),
+            format!(
+                "no timeout within this window, but a header read timeout above the \
+                 balancer's idle timeout may still be coming: give --window above {} to tell \
+                 it from none",
+                seconds(telling)
+            ),
+        ));
+    }
     Ok(ended_in_time(
         Check::SlowHead,
         &seen,
