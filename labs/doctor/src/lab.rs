@@ -120,9 +120,10 @@ struct Tally {
     balancer_idle_s: f64,
 }
 
-struct Quiet;
+/// Each finding as an indented line on stderr, under its server's line.
+struct Indented;
 
-impl Progress for Quiet {
+impl Progress for Indented {
     fn started(&self, _checks: &[Check], _bound: Duration) {}
     fn finished(&self, finding: &Finding, done: usize, of: usize) {
         eprintln!(
@@ -225,7 +226,7 @@ async fn servers(config: &DoctorConfig, out: &mut Output) -> Result<()> {
             options.window.as_secs_f64()
         );
         let started = Instant::now();
-        let findings = checks::run(&options, &Quiet)
+        let findings = checks::run(&options, &Indented)
             .await
             .with_context(|| format!("the doctor could not probe the {} server", subject.name))?;
         let count = |grade| findings.iter().filter(|f| f.grade == grade).count();

@@ -220,8 +220,9 @@ pub async fn probe(config: &ShutdownProbeConfig) -> Result<ShutdownProbeReport> 
 }
 
 /// Waits until `target` accepts a connection; the ms it took. Fails, killing
-/// the child, if it exits first or takes longer than `limit`.
-async fn wait_until_listening(
+/// the child, if it exits first or takes longer than `limit`. The doctor
+/// starts a reader's command with it too.
+pub async fn wait_until_listening(
     child: &mut ChildGuard,
     target: SocketAddr,
     limit: Duration,

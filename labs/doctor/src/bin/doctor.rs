@@ -3,7 +3,6 @@
 use std::{
     io::{IsTerminal, Write},
     process::ExitCode,
-    sync::atomic::{AtomicBool, Ordering},
     time::Duration,
 };
 
@@ -11,12 +10,12 @@ use lab_doctor::{Check, Finding, Report, checks, options};
 
 /// Progress on stderr: one line a check as it ends.
 struct Lines {
-    quiet: AtomicBool,
+    quiet: bool,
 }
 
 impl checks::Progress for Lines {
     fn started(&self, checks: &[Check], bound: Duration) {
-        if !self.quiet.load(Ordering::Relaxed) {
+        if !self.quiet {
             eprintln!(
                 "doctor: {} checks, at most {:.0} s (the watching checks run at once)",
                 checks.len(),
@@ -26,7 +25,7 @@ impl checks::Progress for Lines {
     }
 
     fn finished(&self, finding: &Finding, done: usize, of: usize) {
-        if !self.quiet.load(Ordering::Relaxed) {
+        if !self.quiet {
             eprintln!(
                 "[{done}/{of}] {:5} {}: {}",
                 finding.grade.label(),
@@ -51,7 +50,7 @@ fn main() -> ExitCode {
         }
     };
     let progress = Lines {
-        quiet: AtomicBool::new(options.json && !std::io::stderr().is_terminal()),
+        quiet: options.json && !std::io::stderr().is_terminal(),
     };
     let outcome = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

@@ -10,11 +10,7 @@ pub mod shutdown;
 pub mod slow_read;
 pub mod watch;
 
-use std::{
-    net::SocketAddr,
-    process::Stdio,
-    time::{Duration, Instant},
-};
+use std::{net::SocketAddr, process::Stdio, time::Duration};
 
 use anyhow::{Context, Result, bail};
 use lab_keepalive_race::{
@@ -22,6 +18,7 @@ use lab_keepalive_race::{
     wire::{Wire, WireError, get_request},
 };
 use lab_kit::child::ChildGuard;
+use lab_shutdown_drain::probe::wait_until_listening;
 use tokio::task::JoinSet;
 
 use crate::{
@@ -112,23 +109,8 @@ async fn start(port: u16, command: &[String]) -> Result<ChildGuard> {
     }
     let mut child = ChildGuard::spawn(&command[0], &command[1..], Stdio::null())
         .with_context(|| format!("starting {:?}", command.join(" ")))?;
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        if tokio::net::TcpStream::connect(addr).await.is_ok() {
-            return Ok(child);
-        }
-        if let Some(ended) = child.try_ended()? {
-            bail!(
-                "the command exited ({}) before it listened on {addr}",
-                ended.describe()
-            );
-        }
-        if Instant::now() >= deadline {
-            child.kill_group()?;
-            bail!("the command did not listen on {addr} within 10 s; killed it");
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    wait_until_listening(&mut child, addr, Duration::from_secs(10)).await?;
+    Ok(child)
 }
 
 /// Where the report's lines come from while the checks run.
