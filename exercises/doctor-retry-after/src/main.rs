@@ -1,15 +1,25 @@
-//! The check: serves the piece's work route (4 slots of 100 ms, at most 4
-//! callers waiting) on 127.0.0.1 and runs the doctor's own overload check on
+//! The check: serves a work route on 127.0.0.1 (the doctor's hardened
+//! pool: 4 slots of 100 ms, at most 4 callers waiting) that answers with
+//! the piece's refusal when the pool sheds, and runs the doctor's own overload check on
 //! it: a ramp of closed-loop callers, 4, then 16 at a time, each giving up
 //! after 1 s. From the same ramp the doctor grades the Retry-After of every
 //! 503 it got; both findings must pass.
 
-use std::process::ExitCode;
+use std::{process::ExitCode, sync::Arc, time::Duration};
 
 use anyhow::{Context, Result};
-use axum::{Router, routing::get};
+use axum::{
+    Router,
+    extract::State,
+    response::{IntoResponse, Response},
+    routing::get,
+};
 use exercise_kit::{Exercise, Variant, Verdict};
-use lab_doctor::{Finding, Grade, checks::Probe, checks::load::overload};
+use lab_doctor::{
+    Finding, Grade,
+    checks::{Probe, load::overload},
+    services::{POOL_SLOTS, QUEUE_LIMIT, WorkPool},
+};
 
 #[path = "../solution/lib.rs"]
 mod solution;
@@ -24,6 +34,18 @@ const EXERCISE: Exercise = Exercise::new(
 const LOAD_PATH: &str = "/work";
 const MAX_IN_FLIGHT: &str = "16";
 const CALLER_TIMEOUT: &str = "1s";
+/// When a refused caller should come back: the backlog has cleared by then.
+const COME_BACK_IN: Duration = Duration::from_millis(1500);
+
+type Refusal = fn(Duration) -> Response;
+
+/// `GET /work`: a slot, or the piece's refusal when the pool sheds.
+async fn work(State((pool, refusal)): State<(Arc<WorkPool>, Refusal)>) -> Response {
+    match pool.work().await {
+        Ok(()) => "done\n".into_response(),
+        Err(_shed) => refusal(COME_BACK_IN),
+    }
+}
 
 /// The finding, as one clause: "FAIL, Retry-After: \"1.5s\" (why)".
 fn said(finding: &Finding) -> String {
@@ -36,17 +58,15 @@ fn said(finding: &Finding) -> String {
 }
 
 async fn check(variant: Variant) -> Result<Verdict> {
-    let work = match variant {
-        Variant::Yours => Router::new()
-            .route(LOAD_PATH, get(doctor_retry_after::work))
-            .with_state(doctor_retry_after::WorkPool::new()),
-        Variant::Solution => Router::new()
-            .route(LOAD_PATH, get(solution::work))
-            .with_state(solution::WorkPool::new()),
+    let refusal: Refusal = match variant {
+        Variant::Yours => doctor_retry_after::refusal,
+        Variant::Solution => solution::refusal,
     };
+    let pool = Arc::new(WorkPool::new(Some(QUEUE_LIMIT)));
     let app = Router::new()
         .route("/", get(|| async { "ok\n" }))
-        .merge(work);
+        .route(LOAD_PATH, get(work))
+        .with_state((pool, refusal));
     let server = lab_kit::server::spawn_axum(app).await?;
     let addr = server.addr;
     let arguments: Vec<String> = [
@@ -77,8 +97,8 @@ async fn check(variant: Variant) -> Result<Verdict> {
              once, giving up after {CALLER_TIMEOUT}) said {}: the route must still shed what its \
              {} slots and {} waiters cannot take, at once (its Retry-After: {})",
             said(&shedding),
-            solution::SLOTS,
-            solution::QUEUE_LIMIT,
+            POOL_SLOTS,
+            QUEUE_LIMIT,
             said(&retry_after)
         )));
     }

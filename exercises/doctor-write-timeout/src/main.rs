@@ -14,15 +14,16 @@ use std::{
 use anyhow::{Context, Result};
 use axum::{Router, routing::get};
 use exercise_kit::{Exercise, Variant, Verdict};
-use hyper::body::Incoming;
-use hyper_util::rt::TokioIo;
+use hyper_util::{rt::TokioIo, service::TowerToHyperService};
 use lab_doctor::{Grade, checks::Probe, checks::slow_read::slow_read};
-use lab_kit::net::{AbortOnDrop, spawn_accept_loop};
-use tokio::{
-    io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt},
-    net::{TcpSocket, TcpStream},
+use lab_kit::{
+    net::{AbortOnDrop, spawn_accept_loop},
+    stream::{HookedStream, StreamHook},
 };
-use tower::ServiceExt;
+use tokio::{
+    io::{AsyncReadExt, AsyncWriteExt},
+    net::TcpSocket,
+};
 
 #[path = "../solution/lib.rs"]
 mod solution;
@@ -59,23 +60,20 @@ const STEADY_PAUSE: Duration = Duration::from_millis(100);
 /// wait: with the kernel's autotuning, loopback buffers take megabytes.
 const SERVER_SEND_BUFFER: u32 = 64 * 1024;
 
-/// Serves the routes on `listener`, each connection wrapped by `wrap`.
-fn serve<W, S>(listener: tokio::net::TcpListener, wrap: W) -> AbortOnDrop
+/// Serves the routes on `listener`, each connection in a `HookedStream`
+/// with the hook `hook` makes.
+fn serve<F, H>(listener: tokio::net::TcpListener, hook: F) -> AbortOnDrop
 where
-    W: Fn(TcpStream, Duration) -> S + Send + 'static,
-    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    F: Fn(Duration) -> H + Send + 'static,
+    H: StreamHook + Send + 'static,
 {
     let app = Router::new()
         .route("/", get(|| async { "ok\n" }))
         .route(READ_PATH, get(|| async { "x".repeat(BODY) }));
     let builder = lab_kit::server::http1_builder(Some(HEADER_READ));
     spawn_accept_loop(listener, move |stream, _peer| {
-        let router = app.clone();
-        let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
-            router.clone().oneshot(request)
-        });
-        let io = TokioIo::new(wrap(stream, WRITE_TIMEOUT));
-        let connection = builder.serve_connection(io, service);
+        let io = TokioIo::new(HookedStream::new(stream, hook(WRITE_TIMEOUT)));
+        let connection = builder.serve_connection(io, TowerToHyperService::new(app.clone()));
         async move {
             // A write timeout or a client that left ends it with an error.
             let _ = connection.await;

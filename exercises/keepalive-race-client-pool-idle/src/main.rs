@@ -16,14 +16,12 @@ use std::{
 
 use anyhow::{Context, Result};
 use exercise_kit::{Exercise, Variant, Verdict};
-use hyper::body::Incoming;
-use hyper_util::rt::TokioIo;
+use hyper_util::{rt::TokioIo, service::TowerToHyperService};
 use lab_keepalive_race::{backend::app, link_delay::LinkDelay};
 use lab_kit::{
     net::{AbortOnDrop, bind_loopback, spawn_accept_loop},
     server::http1_builder,
 };
-use tower::ServiceExt;
 
 #[path = "../solution/lib.rs"]
 mod solution;
@@ -61,10 +59,7 @@ async fn api() -> Result<(SocketAddr, Arc<AtomicUsize>, AbortOnDrop)> {
     let router = app();
     let task = spawn_accept_loop(listener, move |stream, _peer| {
         counter.fetch_add(1, Ordering::SeqCst);
-        let router = router.clone();
-        let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
-            router.clone().oneshot(request)
-        });
+        let service = TowerToHyperService::new(router.clone());
         let connection = builder.serve_connection(TokioIo::new(stream), service);
         async move {
             let _ = connection.await;

@@ -6,10 +6,12 @@
 use std::{io, time::Duration};
 
 use axum::Router;
-use hyper::{body::Incoming, server::conn::http1, service::service_fn};
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper::server::conn::http1;
+use hyper_util::{
+    rt::{TokioIo, TokioTimer},
+    service::TowerToHyperService,
+};
 use tokio::net::TcpListener;
-use tower::ServiceExt;
 
 /// Serves `app` on `listener` until the listener fails.
 pub async fn serve(listener: TcpListener, app: Router, head_timeout: Duration) -> io::Result<()> {
@@ -18,9 +20,7 @@ pub async fn serve(listener: TcpListener, app: Router, head_timeout: Duration) -
     builder.header_read_timeout(head_timeout);
     loop {
         let (stream, _peer) = listener.accept().await?;
-        let router = app.clone();
-        let service =
-            service_fn(move |request: hyper::Request<Incoming>| router.clone().oneshot(request));
+        let service = TowerToHyperService::new(app.clone());
         let connection = builder.serve_connection(TokioIo::new(stream), service);
         // A timed-out head ends the connection with an error: routine.
         tokio::spawn(async move {

@@ -17,7 +17,7 @@ use std::{
     pin::Pin,
     sync::{
         Arc,
-        atomic::{AtomicBool, Ordering},
+        atomic::{AtomicBool, AtomicUsize, Ordering},
     },
     task::{Context, Poll},
     time::{Duration, Instant},
@@ -32,16 +32,14 @@ use axum::{
     response::{IntoResponse, Response},
     routing::{get, post},
 };
-use hyper::body::Incoming;
-use hyper_util::{rt::TokioIo, server::graceful::GracefulShutdown};
+use hyper_util::{rt::TokioIo, server::graceful::GracefulShutdown, service::TowerToHyperService};
+use lab_kit::stream::{HookedStream, StreamHook};
 use lab_kit::{flags::Flags, server::http1_builder};
 use tokio::{
-    io::{AsyncRead, AsyncWrite, ReadBuf},
     net::{TcpListener, TcpStream},
     sync::Semaphore,
     time::Sleep,
 };
-use tower::ServiceExt;
 use tower_http::timeout::{RequestBodyTimeoutLayer, TimeoutLayer};
 
 lab_kit::series! {
@@ -93,11 +91,53 @@ pub const PATHS: [(&str, &str); 5] = [
 ];
 
 struct Shared {
-    pool: Semaphore,
-    /// Slots plus waiters (the hardened service sheds past a limit).
-    wanting: std::sync::atomic::AtomicUsize,
+    pool: WorkPool,
     draining: AtomicBool,
     hardened: bool,
+}
+
+/// The database pool `/work` queues for: `POOL_SLOTS` slots, each held for
+/// `POOL_HOLD`, and callers that wait for one.
+pub struct WorkPool {
+    slots: Semaphore,
+    /// Callers holding or waiting for a slot.
+    wanting: AtomicUsize,
+    /// How many may wait beyond the slots before `work` sheds; `None`
+    /// queues every caller.
+    queue_limit: Option<usize>,
+}
+
+/// A caller [`WorkPool::work`] turned away at once: too many already waited.
+#[derive(Debug)]
+pub struct Shed;
+
+impl WorkPool {
+    pub fn new(queue_limit: Option<usize>) -> WorkPool {
+        WorkPool {
+            slots: Semaphore::new(POOL_SLOTS),
+            wanting: AtomicUsize::new(0),
+            queue_limit,
+        }
+    }
+
+    /// Holds a slot for `POOL_HOLD`; or, with more than the queue limit
+    /// already waiting, sheds without waiting at all.
+    pub async fn work(&self) -> Result<(), Shed> {
+        let wanting = self.wanting.fetch_add(1, Ordering::SeqCst) + 1;
+        let _leave = Leave(&self.wanting);
+        if self
+            .queue_limit
+            .is_some_and(|limit| wanting > POOL_SLOTS + limit)
+        {
+            return Err(Shed);
+        }
+        // The semaphore is never closed, so this waits for a slot.
+        let Ok(_slot) = self.slots.acquire().await else {
+            return Err(Shed);
+        };
+        tokio::time::sleep(POOL_HOLD).await;
+        Ok(())
+    }
 }
 
 /// CPU work: hashing in a loop for `REPORT_CPU` of wall time.
@@ -144,21 +184,16 @@ async fn report(State(shared): State<Arc<Shared>>) -> String {
 }
 
 async fn work(State(shared): State<Arc<Shared>>) -> Response {
-    let wanting = shared.wanting.fetch_add(1, Ordering::SeqCst) + 1;
-    let _leave = Leave(&shared.wanting);
-    if shared.hardened && wanting > POOL_SLOTS + QUEUE_LIMIT {
+    match shared.pool.work().await {
+        Ok(()) => "done\n".into_response(),
         // Shed: the caller hears at once, and when to come back.
-        let mut refused = (StatusCode::SERVICE_UNAVAILABLE, "busy\n").into_response();
-        refused
-            .headers_mut()
-            .insert(RETRY_AFTER, HeaderValue::from_static("1"));
-        return refused;
+        Err(Shed) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            [(RETRY_AFTER, HeaderValue::from_static("1"))],
+            "busy\n",
+        )
+            .into_response(),
     }
-    let Ok(_slot) = shared.pool.acquire().await else {
-        return StatusCode::INTERNAL_SERVER_ERROR.into_response();
-    };
-    tokio::time::sleep(POOL_HOLD).await;
-    "done\n".into_response()
 }
 
 async fn readyz(State(shared): State<Arc<Shared>>) -> StatusCode {
@@ -171,7 +206,7 @@ async fn readyz(State(shared): State<Arc<Shared>>) -> StatusCode {
 // ANCHOR_END: routes
 
 /// Decrements a counter when dropped (also when the handler is cancelled).
-struct Leave<'a>(&'a std::sync::atomic::AtomicUsize);
+struct Leave<'a>(&'a AtomicUsize);
 
 impl Drop for Leave<'_> {
     fn drop(&mut self) {
@@ -180,79 +215,52 @@ impl Drop for Leave<'_> {
 }
 
 // ANCHOR: write_timeout
-/// A connection whose writes fail once one has waited `limit`: the client
-/// stopped reading. hyper has no write timeout of its own.
-pub struct WriteTimeout {
-    stream: TcpStream,
+/// The hook that gives hyper a write timeout, which it lacks: a write that
+/// has waited `limit` for the client to make room fails, and the failed
+/// write ends the connection. One timer per connection, reset when a stall
+/// begins, so a stall costs no allocation.
+pub struct WriteTimer {
     limit: Duration,
-    waiting: Option<Pin<Box<Sleep>>>,
+    timer: Pin<Box<Sleep>>,
+    /// Whether the timer is set for the stall under way.
+    armed: bool,
 }
 
-impl WriteTimeout {
-    pub fn new(stream: TcpStream, limit: Duration) -> WriteTimeout {
-        WriteTimeout {
-            stream,
+impl WriteTimer {
+    pub fn new(limit: Duration) -> WriteTimer {
+        WriteTimer {
             limit,
-            waiting: None,
+            timer: Box::pin(tokio::time::sleep(limit)),
+            armed: false,
         }
     }
+}
 
-    /// Arms the timer on a write that cannot proceed; fails once it fired.
-    fn pending_or_timed_out<T>(&mut self, context: &mut Context<'_>) -> Poll<io::Result<T>> {
-        let limit = self.limit;
-        let timer = self
-            .waiting
-            .get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
-        match timer.as_mut().poll(context) {
-            Poll::Ready(()) => Poll::Ready(Err(io::Error::new(
+impl StreamHook for WriteTimer {
+    fn write_blocked(&mut self, context: &mut Context<'_>) -> Poll<io::Error> {
+        if !self.armed {
+            self.armed = true;
+            let deadline = tokio::time::Instant::now() + self.limit;
+            self.timer.as_mut().reset(deadline);
+        }
+        // Polling the timer is what asks the runtime to wake this task at
+        // the deadline: a socket that never gets room never will.
+        self.timer.as_mut().poll(context).map(|()| {
+            io::Error::new(
                 io::ErrorKind::TimedOut,
                 "the client read nothing for the write timeout",
-            ))),
-            Poll::Pending => Poll::Pending,
-        }
-    }
-}
-
-impl AsyncRead for WriteTimeout {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        context: &mut Context<'_>,
-        buffer: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.stream).poll_read(context, buffer)
-    }
-}
-
-impl AsyncWrite for WriteTimeout {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        context: &mut Context<'_>,
-        bytes: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        match Pin::new(&mut self.stream).poll_write(context, bytes) {
-            Poll::Pending => self.pending_or_timed_out(context),
-            ready => {
-                self.waiting = None;
-                ready
-            }
-        }
+            )
+        })
     }
 
-    fn poll_flush(mut self: Pin<&mut Self>, context: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match Pin::new(&mut self.stream).poll_flush(context) {
-            Poll::Pending => self.pending_or_timed_out(context),
-            ready => {
-                self.waiting = None;
-                ready
-            }
-        }
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, context: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.stream).poll_shutdown(context)
+    fn write_done(&mut self) {
+        self.armed = false;
     }
 }
 // ANCHOR_END: write_timeout
+
+/// An accepted connection whose stalled writes time out.
+pub type WriteTimeout = HookedStream<WriteTimer>;
 
 /// `lab-doctor serve stock|hardened --port P [--scale S]`.
 pub fn serve_main(args: &[String]) -> Result<()> {
@@ -291,8 +299,7 @@ pub fn serve_main(args: &[String]) -> Result<()> {
 
 fn shared(hardened: bool) -> Arc<Shared> {
     Arc::new(Shared {
-        pool: Semaphore::new(POOL_SLOTS),
-        wanting: Default::default(),
+        pool: WorkPool::new(hardened.then_some(QUEUE_LIMIT)),
         draining: AtomicBool::new(false),
         hardened,
     })
@@ -323,11 +330,8 @@ async fn serve_hardened(listener: TcpListener, scale: f64) -> Result<()> {
     let write_limit = at_scale(WRITE_S);
     let graceful = GracefulShutdown::new();
     let serve = |stream: TcpStream| {
-        let router = app.clone();
-        let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
-            router.clone().oneshot(request)
-        });
-        let io = TokioIo::new(WriteTimeout::new(stream, write_limit));
+        let service = TowerToHyperService::new(app.clone());
+        let io = TokioIo::new(WriteTimeout::new(stream, WriteTimer::new(write_limit)));
         let connection = graceful.watch(builder.serve_connection(io, service));
         tokio::spawn(async move {
             // A timeout or a client that left ends a connection with an error.

@@ -31,6 +31,8 @@ pub mod series;
 pub mod server;
 pub mod settings;
 pub mod stats;
+#[cfg(feature = "runtime")]
+pub mod stream;
 pub mod time;
 #[cfg(feature = "runtime")]
 pub mod together;

@@ -8,18 +8,15 @@
 use std::{
     io,
     net::SocketAddr,
-    pin::Pin,
     sync::{
         Arc,
         atomic::{AtomicU64, Ordering},
     },
-    task::{Context, Poll},
 };
 
-use tokio::{
-    io::{AsyncRead, AsyncWrite, ReadBuf},
-    net::{TcpListener, TcpStream},
-};
+use tokio::net::TcpListener;
+
+use crate::stream::{HookedStream, StreamHook};
 
 /// Connection counters shared between the listener and whoever reads them.
 #[derive(Debug, Default)]
@@ -82,10 +79,8 @@ impl axum::serve::Listener for CountingListener {
             match self.inner.accept().await {
                 Ok((stream, peer)) => {
                     self.stats.opened();
-                    let counted = CountedStream {
-                        inner: stream,
-                        stats: Arc::clone(&self.stats),
-                    };
+                    let counted =
+                        HookedStream::new(stream, OpenConnection(Arc::clone(&self.stats)));
                     return (counted, peer);
                 }
                 // Out of file descriptors and similar: back off briefly, as
@@ -100,54 +95,17 @@ impl axum::serve::Listener for CountingListener {
     }
 }
 
-/// A server-side stream that decrements the open count when it is dropped.
-pub struct CountedStream {
-    inner: TcpStream,
-    stats: Arc<ConnStats>,
-}
+/// A server-side stream that counts itself out of the open connections
+/// when it is dropped.
+pub type CountedStream = HookedStream<OpenConnection>;
 
-impl Drop for CountedStream {
+/// The hook of a [`CountedStream`]: it only needs its `Drop`.
+pub struct OpenConnection(Arc<ConnStats>);
+
+impl StreamHook for OpenConnection {}
+
+impl Drop for OpenConnection {
     fn drop(&mut self) {
-        self.stats.open.fetch_sub(1, Ordering::SeqCst);
-    }
-}
-
-impl AsyncRead for CountedStream {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        context: &mut Context<'_>,
-        buffer: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_read(context, buffer)
-    }
-}
-
-impl AsyncWrite for CountedStream {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        context: &mut Context<'_>,
-        bytes: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write(context, bytes)
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, context: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(context)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, context: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(context)
-    }
-
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        context: &mut Context<'_>,
-        buffers: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write_vectored(context, buffers)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
+        self.0.open.fetch_sub(1, Ordering::SeqCst);
     }
 }

@@ -6,10 +6,12 @@
 use std::{net::SocketAddr, sync::Arc, time::Duration};
 
 use anyhow::{Context, Result};
-use hyper::{body::Incoming, server::conn::http1};
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper::server::conn::http1;
+use hyper_util::{
+    rt::{TokioIo, TokioTimer},
+    service::TowerToHyperService,
+};
 use tokio::{sync::oneshot, task::JoinHandle};
-use tower::ServiceExt;
 
 use crate::{
     listener::{ConnStats, CountingListener},
@@ -122,10 +124,7 @@ pub async fn spawn_hyper(builder: http1::Builder, app: axum::Router) -> Result<H
     let listener = bind_loopback().await?;
     let addr = listener.local_addr().context("reading the bound address")?;
     let accept = spawn_accept_loop(listener, move |stream, _peer| {
-        let router = app.clone();
-        let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
-            router.clone().oneshot(request)
-        });
+        let service = TowerToHyperService::new(app.clone());
         let connection = builder.serve_connection(TokioIo::new(stream), service);
         async move {
             // A timeout or a client that went away ends the connection with

@@ -19,7 +19,6 @@
 //!   `.timer(..)`.
 
 use std::{
-    convert::Infallible,
     future::Future,
     pin::Pin,
     sync::{Arc, Mutex, Once},
@@ -27,15 +26,16 @@ use std::{
     time::{Duration, Instant},
 };
 
-use hyper::body::Incoming;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::{
+    rt::{TokioExecutor, TokioIo},
+    service::TowerToHyperService,
+};
 use lab_kit::server::spawn_axum;
 use lab_server_timeouts::{
     servers::app,
     stalled_client::{ConnectionEnd, RawConnection, get_request},
 };
 use tokio::{net::TcpListener, task::JoinHandle};
-use tower::ServiceExt;
 
 /// Long enough for a loaded 2-core machine to connect and answer, short
 /// enough to keep each test to a few seconds.
@@ -109,18 +109,8 @@ async fn serve(serve_one: ServeOne) -> Server {
 }
 
 /// An axum app as the service hyper calls.
-fn hyper_service() -> impl hyper::service::Service<
-    hyper::Request<Incoming>,
-    Response = axum::response::Response,
-    Error = Infallible,
-    Future: Send,
-> + Clone
-+ Send
-+ 'static {
-    let router = app();
-    hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
-        router.clone().oneshot(request)
-    })
+fn hyper_service() -> TowerToHyperService<axum::Router> {
+    TowerToHyperService::new(app())
 }
 
 /// hyper's own HTTP/1 builder, as `configure` leaves it.
