@@ -15,6 +15,7 @@ use axum::{
     routing::{get, post},
 };
 use exercise_kit::{Exercise, Variant, Verdict, pick_async};
+use lab_blocking_lag::server::Flavour;
 use lab_kit::stats::Latencies;
 use tokio::sync::watch;
 
@@ -80,11 +81,7 @@ async fn check(variant: Variant) -> Result<Verdict> {
             }),
         );
     // The service's runtime: two workers, and the blocking pool tokio gives it.
-    let service_runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(WORKERS)
-        .enable_all()
-        .build()
-        .context("starting the service's runtime")?;
+    let service_runtime = Flavour::MultiThread { workers: WORKERS }.runtime()?;
     let server = service_runtime
         .spawn(lab_kit::server::spawn_axum(app))
         .await??;

@@ -9,9 +9,10 @@ use std::{
     time::{Duration, Instant},
 };
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use axum::{Router, extract::Path, routing::get};
 use exercise_kit::{Exercise, Variant, Verdict, pick_async};
+use lab_blocking_lag::server::Flavour;
 use lab_kit::stats::percentile;
 use tokio::time::MissedTickBehavior;
 
@@ -55,11 +56,7 @@ async fn check(variant: Variant) -> Result<Verdict> {
             )
         }),
     );
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(WORKERS)
-        .enable_all()
-        .build()
-        .context("starting the service's runtime")?;
+    let runtime = Flavour::MultiThread { workers: WORKERS }.runtime()?;
     let server = runtime.spawn(lab_kit::server::spawn_axum(app)).await??;
     let lags = Arc::new(Mutex::new(Vec::new()));
     let probe = runtime.spawn(lag_probe(Arc::clone(&lags)));

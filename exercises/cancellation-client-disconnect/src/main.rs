@@ -7,7 +7,7 @@ use std::{process::ExitCode, time::Duration};
 
 use anyhow::{Context, Result};
 use axum::{Router, routing::get};
-use exercise_kit::{Exercise, Variant, Verdict, pick_async};
+use exercise_kit::{Compression, Exercise, Variant, Verdict, pick_async};
 use lab_cancellation::{downstream, probe::CaseProbe};
 use lab_kit::server::spawn_axum;
 
@@ -22,15 +22,11 @@ const EXERCISE: Exercise = Exercise::new(
 );
 
 /// Time runs 10 times faster than in production, as in the lab's full mode.
-const COMPRESSION: f64 = 10.0;
+const COMPRESSION: Compression = Compression(10.0);
 /// The pricing call: 12 s in production.
 const WORK: Duration = Duration::from_millis(1200);
 /// When the user gives up: 2 s in production.
 const LEAVE_AFTER: Duration = Duration::from_millis(200);
-
-fn production_s(lab_ms: f64) -> f64 {
-    lab_ms * COMPRESSION / 1000.0
-}
 
 async fn check(variant: Variant) -> Result<Verdict> {
     let probe = CaseProbe::start();
@@ -74,11 +70,11 @@ async fn check(variant: Variant) -> Result<Verdict> {
         return Ok(Verdict::fail(format!(
             "the pricing call was still running {:.0} s after the client left (time \
              compressed {COMPRESSION}x): the work runs for nobody",
-            production_s(WORK.as_secs_f64() * 2000.0 - left_ms)
+            COMPRESSION.production_s_of_ms(WORK.as_secs_f64() * 2000.0 - left_ms)
         )));
     };
     let after_ms = (end_ms - left_ms).max(0.0);
-    let after_s = production_s(after_ms);
+    let after_s = COMPRESSION.production_s_of_ms(after_ms);
     if marks.downstream_completed || after_ms > remaining_ms / 4.0 {
         let finished = if marks.downstream_completed {
             "finished its work"
@@ -94,7 +90,7 @@ async fn check(variant: Variant) -> Result<Verdict> {
     Ok(Verdict::pass(format!(
         "the pricing call stopped {after_s:.1} s after the client left (time compressed \
          {COMPRESSION}x: {after_ms:.0} ms), unfinished, with {:.0} s of its work left undone",
-        production_s(remaining_ms - after_ms)
+        COMPRESSION.production_s_of_ms(remaining_ms - after_ms)
     )))
 }
 

@@ -12,7 +12,7 @@ use std::{
 
 use anyhow::{Context, Result};
 use axum::{Router, extract::State, http::HeaderMap, routing::get};
-use exercise_kit::{Exercise, Variant, Verdict, pick_async};
+use exercise_kit::{Compression, Exercise, Variant, Verdict, pick_async};
 use lab_cancellation::grpc_timeout;
 use lab_kit::server::spawn_axum;
 
@@ -27,7 +27,7 @@ const EXERCISE: Exercise = Exercise::new(
 );
 
 /// Time runs 20 times faster than in production.
-const COMPRESSION: f64 = 20.0;
+const COMPRESSION: Compression = Compression(20.0);
 /// The caller's budget: 8 s in production.
 const BUDGET: Duration = Duration::from_millis(400);
 /// The pricing call's own timeout: 30 s in production.
@@ -36,10 +36,6 @@ const OWN_TIMEOUT: Duration = Duration::from_millis(1500);
 const HANG: Duration = Duration::from_millis(2500);
 /// How late past the budget an answer may come on a busy machine.
 const SLACK: Duration = Duration::from_millis(100);
-
-fn production_s(lab: Duration) -> f64 {
-    lab.as_secs_f64() * COMPRESSION
-}
 
 /// What the pricing service saw of one request.
 #[derive(Debug, Clone, Default)]
@@ -115,8 +111,8 @@ async fn check(variant: Variant) -> Result<Verdict> {
     server.stop(Duration::from_millis(200)).await?;
     pricing.stop(Duration::from_millis(200)).await?;
     let seen = seen.lock().expect("not poisoned").clone();
-    let budget_s = production_s(BUDGET);
-    let answered_s = production_s(answered);
+    let budget_s = COMPRESSION.production_s(BUDGET);
+    let answered_s = COMPRESSION.production_s(answered);
     let handed_on = seen.budget.as_deref().and_then(grpc_timeout::parse);
     let handed = seen
         .budget
@@ -125,7 +121,7 @@ async fn check(variant: Variant) -> Result<Verdict> {
             format!("grpc-timeout {raw:?}")
         });
     let open = seen.open_for.unwrap_or(HANG);
-    let open_s = production_s(open);
+    let open_s = COMPRESSION.production_s(open);
     let compressed = format!(
         "time compressed {COMPRESSION}x: answered at {} ms, open {} ms",
         answered.as_millis(),
@@ -152,7 +148,7 @@ async fn check(variant: Variant) -> Result<Verdict> {
         "the caller got {status} after {answered_s:.1} s, within its {budget_s:.0} s budget; \
          the pricing call carried {handed} and stayed open {open_s:.1} s instead of hanging \
          for {:.0} s ({compressed})",
-        production_s(OWN_TIMEOUT)
+        COMPRESSION.production_s(OWN_TIMEOUT)
     )))
 }
 

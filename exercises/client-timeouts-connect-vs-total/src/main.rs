@@ -7,7 +7,7 @@
 use std::{process::ExitCode, time::Duration};
 
 use anyhow::{Context, Result};
-use exercise_kit::{Exercise, Variant, Verdict};
+use exercise_kit::{Compression, Exercise, Variant, Verdict};
 use lab_client_timeouts::downstream::{Behaviour, Downstream, Shape};
 use tokio::time::Instant;
 
@@ -22,7 +22,7 @@ const EXERCISE: Exercise = Exercise::new(
 );
 
 /// Time runs 10 times faster than in production: 5 s is 500 ms here.
-const COMPRESSION: f64 = 10.0;
+const COMPRESSION: Compression = Compression(10.0);
 const GIVE_UP_AFTER: Duration = Duration::from_millis(500);
 /// The export: a byte every 2 s (200 ms here), 12 bytes, 24 s in all.
 const TRICKLE: Behaviour = Behaviour {
@@ -33,10 +33,6 @@ const TRICKLE: Behaviour = Behaviour {
 const CONNECT_BOUND: Duration = Duration::from_secs(2);
 /// The download's own bound: well past the 2.4 s it takes.
 const DOWNLOAD_BOUND: Duration = Duration::from_secs(5);
-
-fn production_s(lab: Duration) -> f64 {
-    lab.as_secs_f64() * COMPRESSION
-}
 
 /// How the download ended: bytes received, time taken, the error if any.
 async fn download(client: &reqwest::Client, url: &str) -> (usize, Duration, Option<String>) {
@@ -71,7 +67,7 @@ async fn check(variant: Variant) -> Result<Verdict> {
         solution::reports_client,
     );
     let client = build(GIVE_UP_AFTER).context("building the client")?;
-    let give_up_s = production_s(GIVE_UP_AFTER);
+    let give_up_s = COMPRESSION.production_s(GIVE_UP_AFTER);
 
     let dead = Downstream::start(Shape::NoHandshake, TRICKLE).await?;
     let started = Instant::now();
@@ -84,7 +80,7 @@ async fn check(variant: Variant) -> Result<Verdict> {
                 "a request to a host that never completes the handshake was still connecting \
                  after {:.0} s (time compressed {COMPRESSION}x: {} s), past the {give_up_s:.0} s \
                  the client may wait on a dead host",
-                production_s(CONNECT_BOUND),
+                COMPRESSION.production_s(CONNECT_BOUND),
                 CONNECT_BOUND.as_secs()
             )));
         }
@@ -99,14 +95,14 @@ async fn check(variant: Variant) -> Result<Verdict> {
 
     let export = Downstream::start(Shape::Trickles, TRICKLE).await?;
     let (received, took, error) = download(&client, &export.url("/export")).await;
-    let dead_s = production_s(connect_waited);
-    let every_s = production_s(TRICKLE.trickle_every);
+    let dead_s = COMPRESSION.production_s(connect_waited);
+    let every_s = COMPRESSION.production_s(TRICKLE.trickle_every);
     Ok(match error {
         None if received == TRICKLE.body_bytes => Verdict::pass(format!(
             "the dead host failed after {dead_s:.1} s, and the export that sent a byte every \
              {every_s:.0} s was read to its end, {received} bytes in {:.0} s (time compressed \
              {COMPRESSION}x): each gap was within the {give_up_s:.0} s, and the whole took longer",
-            production_s(took)
+            COMPRESSION.production_s(took)
         )),
         None => Verdict::fail(format!(
             "the export ended after {received} of {} bytes without an error",
@@ -117,7 +113,7 @@ async fn check(variant: Variant) -> Result<Verdict> {
              after {:.1} s (time compressed {COMPRESSION}x), {received} of {} bytes in, while the \
              server was still sending a byte every {every_s:.0} s: a deadline on the whole \
              request ends every transfer that takes longer than {give_up_s:.0} s, moving or not",
-            production_s(took),
+            COMPRESSION.production_s(took),
             TRICKLE.body_bytes
         )),
     })

@@ -5,7 +5,7 @@
 use std::{process::ExitCode, time::Duration};
 
 use anyhow::{Context, Result, ensure};
-use exercise_kit::{Exercise, Variant, Verdict};
+use exercise_kit::{Compression, Exercise, Variant, Verdict};
 use lab_client_timeouts::downstream::{Behaviour, Downstream, Shape};
 use tokio::time::Instant;
 
@@ -21,14 +21,10 @@ const EXERCISE: Exercise = Exercise::new(
 
 /// Time runs 50 times faster than in production, as in the lab's quick
 /// mode: the caller's 30 s deadline is 600 ms here.
-const COMPRESSION: f64 = 50.0;
+const COMPRESSION: Compression = Compression(50.0);
 const DEADLINE: Duration = Duration::from_millis(600);
 /// How long the check waits for the request to end: 150 s in production.
 const BOUND: Duration = Duration::from_secs(3);
-
-fn production_s(lab: Duration) -> f64 {
-    lab.as_secs_f64() * COMPRESSION
-}
 
 async fn check(variant: Variant) -> Result<Verdict> {
     let build: fn(Duration) -> reqwest::Result<reqwest::Client> = variant.pick(
@@ -57,7 +53,7 @@ async fn check(variant: Variant) -> Result<Verdict> {
     let started = Instant::now();
     let outcome = tokio::time::timeout(BOUND, client.get(silent.url("/stock")).send()).await;
     let waited = started.elapsed();
-    let deadline_s = production_s(DEADLINE);
+    let deadline_s = COMPRESSION.production_s(DEADLINE);
     Ok(match outcome {
         Err(_) => Verdict::fail(format!(
             "a request to an upstream that accepted the connection and never answered was \
@@ -65,7 +61,7 @@ async fn check(variant: Variant) -> Result<Verdict> {
              caller's {deadline_s:.0} s deadline: nothing bounds the wait for the response, so \
              every such request holds its memory and its connection for as long as the \
              upstream stays silent",
-            production_s(BOUND),
+            COMPRESSION.production_s(BOUND),
             BOUND.as_secs()
         )),
         Ok(Ok(response)) => Verdict::fail(format!(
@@ -76,7 +72,7 @@ async fn check(variant: Variant) -> Result<Verdict> {
             Verdict::fail(format!(
                 "the request to the silent upstream timed out after {:.0} s (time compressed \
                  {COMPRESSION}x: {} ms), before the caller's {deadline_s:.0} s deadline ({error})",
-                production_s(waited),
+                COMPRESSION.production_s(waited),
                 waited.as_millis()
             ))
         }
@@ -84,7 +80,7 @@ async fn check(variant: Variant) -> Result<Verdict> {
             "the request to the silent upstream ended with a timeout after {:.0} s (time \
              compressed {COMPRESSION}x: {} ms), at the caller's {deadline_s:.0} s deadline; \
              the healthy upstream was answered",
-            production_s(waited),
+            COMPRESSION.production_s(waited),
             waited.as_millis()
         )),
         Ok(Err(error)) => Verdict::fail(format!(

@@ -12,7 +12,7 @@ use std::{
 };
 
 use anyhow::{Context, Result, ensure};
-use exercise_kit::{Exercise, Variant, Verdict};
+use exercise_kit::{Compression, Exercise, Variant, Verdict};
 use lab_dns::{
     dns_server::DnsServer,
     resolvers::{LabResolver, StubSettings},
@@ -34,7 +34,7 @@ const BLUE: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 1));
 const GREEN: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2));
 /// Time runs 60 times faster than in production: a TTL and a maximum age of
 /// 60 s are 1 s here.
-const COMPRESSION: f64 = 60.0;
+const COMPRESSION: Compression = Compression(60.0);
 const TTL_S: u32 = 1;
 const MAX_AGE: Duration = Duration::from_secs(1);
 const INTERVAL: Duration = Duration::from_millis(20);
@@ -97,12 +97,7 @@ async fn check(variant: Variant) -> Result<Verdict> {
     let green = LabeledServer::serve(green_listener, "green")?;
     let dns = DnsServer::start(TTL_S, Duration::ZERO).await?;
     dns.set(NAME, &[BLUE]);
-    let resolver = LabResolver::new(&StubSettings {
-        server: dns.addr,
-        search: Vec::new(),
-        ndots: 1,
-        cache: true,
-    })?;
+    let resolver = LabResolver::new(&StubSettings::plain(dns.addr))?;
     // How the service builds its clients: here, behind the lab's resolver.
     let base = move || {
         reqwest::Client::builder()
@@ -134,7 +129,7 @@ async fn check(variant: Variant) -> Result<Verdict> {
         .filter(|(_, old)| *old)
         .map(|(at, _)| *at)
         .fold(0.0, f64::max);
-    let production = |seconds: f64| seconds * COMPRESSION;
+    let production = |seconds: f64| COMPRESSION.production_s_of_s(seconds);
     Ok(if moved && green.served() > 0 {
         Verdict::pass(format!(
             "the last request to the old address left {:.0} s after the switch (time compressed \

@@ -13,7 +13,7 @@ use std::{
 
 use anyhow::{Context, Result};
 use axum::{Router, routing::get};
-use exercise_kit::{Exercise, Variant, Verdict};
+use exercise_kit::{Compression, Exercise, Variant, Verdict};
 use hyper_util::{rt::TokioIo, service::TowerToHyperService};
 use lab_doctor::{Grade, checks::Probe, checks::slow_read::slow_read};
 use lab_kit::{
@@ -38,7 +38,7 @@ const EXERCISE: Exercise = Exercise::new(
 );
 
 /// Time runs 100 times faster than in production.
-const COMPRESSION: f64 = 100.0;
+const COMPRESSION: Compression = Compression(100.0);
 /// The service's write timeout: 30 s in production.
 const WRITE_TIMEOUT: Duration = Duration::from_millis(300);
 /// The header read timeout (also hyper's idle timeout), well past the
@@ -145,10 +145,6 @@ async fn steady_client(addr: SocketAddr) -> Result<Steady> {
     })
 }
 
-fn production_s(lab: Duration) -> f64 {
-    lab.as_secs_f64() * COMPRESSION
-}
-
 async fn check(variant: Variant) -> Result<Verdict> {
     // Accepted sockets inherit the listener's buffer sizes.
     let socket = TcpSocket::new_v4().context("creating the server's socket")?;
@@ -165,7 +161,7 @@ async fn check(variant: Variant) -> Result<Verdict> {
         Variant::Solution => serve(listener, solution::WriteDeadline::new),
     };
     let limit_ms = WRITE_TIMEOUT.as_millis();
-    let limit_s = production_s(WRITE_TIMEOUT);
+    let limit_s = COMPRESSION.production_s(WRITE_TIMEOUT);
 
     // A slow but honest client must get everything.
     let steady = tokio::time::timeout(Duration::from_secs(10), steady_client(addr))
@@ -201,7 +197,7 @@ async fn check(variant: Variant) -> Result<Verdict> {
         options,
     };
     let finding = slow_read(&probe).await?;
-    let window_s = production_s(WINDOW);
+    let window_s = COMPRESSION.production_s(WINDOW);
     Ok(match finding.grade {
         Grade::Fail => Verdict::fail(format!(
             "a client that pipelined GET {READ_PATH} and read none of the answers was {} after \

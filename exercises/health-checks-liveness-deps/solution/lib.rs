@@ -18,16 +18,5 @@ pub fn health_routes(state: Arc<ServiceState>) -> Router {
 
 /// Ready while a query to the database answers.
 async fn can_serve(State(state): State<Arc<ServiceState>>) -> StatusCode {
-    let answered = state
-        .client
-        .get(&state.query_url)
-        .timeout(state.query_limit)
-        .send()
-        .await
-        .and_then(reqwest::Response::error_for_status);
-    if answered.is_ok() {
-        StatusCode::OK
-    } else {
-        StatusCode::SERVICE_UNAVAILABLE
-    }
+    state.dependency_status().await
 }

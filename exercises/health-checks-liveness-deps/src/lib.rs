@@ -25,13 +25,7 @@ pub fn health_routes(state: Arc<ServiceState>) -> Router {
         .route("/readyz", healthy)
 }
 
+/// 200 while a query to the database answers in time, 503 when it fails.
 async fn database_answers(State(state): State<Arc<ServiceState>>) -> StatusCode {
-    let query = state
-        .client
-        .get(&state.query_url)
-        .timeout(state.query_limit);
-    match query.send().await {
-        Ok(response) if response.status().is_success() => StatusCode::OK,
-        _ => StatusCode::SERVICE_UNAVAILABLE,
-    }
+    state.dependency_status().await
 }

@@ -15,7 +15,7 @@ use std::{
 };
 
 use anyhow::{Context, Result};
-use exercise_kit::{Exercise, Variant, Verdict};
+use exercise_kit::{Compression, Exercise, Variant, Verdict};
 use hyper_util::{rt::TokioIo, service::TowerToHyperService};
 use lab_keepalive_race::{backend::app, link_delay::LinkDelay};
 use lab_kit::{
@@ -35,7 +35,7 @@ const EXERCISE: Exercise = Exercise::new(
 
 /// Time runs 50 times faster than in production, as in the lab's quick
 /// mode: the API's 30 s idle timeout is 600 ms here.
-const COMPRESSION: f64 = 50.0;
+const COMPRESSION: Compression = Compression(50.0);
 const API_IDLE: Duration = Duration::from_millis(600);
 /// The shim's one-way delay. Not compressed: a long link makes the race
 /// window wide enough to land in every time, on a busy machine too.
@@ -111,10 +111,6 @@ async fn after_gap(build: Build, gap: Duration, link: bool) -> Result<(Result<()
     Ok((second, accepted.load(Ordering::SeqCst)))
 }
 
-fn production_s(lab: Duration) -> f64 {
-    lab.as_secs_f64() * COMPRESSION
-}
-
 async fn check(variant: Variant) -> Result<Verdict> {
     let build: Build = variant.pick(
         keepalive_race_client_pool_idle::orders_client,
@@ -133,14 +129,14 @@ async fn check(variant: Variant) -> Result<Verdict> {
         }
     }
     let (short_second, short_connections) = short.await.context("a client task panicked")??;
-    let api_s = production_s(API_IDLE);
+    let api_s = COMPRESSION.production_s(API_IDLE);
     let gaps = RACE_GAPS_MS
-        .map(|ms| format!("{:.0}", production_s(Duration::from_millis(ms))))
+        .map(|ms| format!("{:.0}", COMPRESSION.production_s(Duration::from_millis(ms))))
         .join(", ");
     if let Err(error) = short_second {
         return Ok(Verdict::fail(format!(
             "a request {:.0} s after the previous one failed: {error}",
-            production_s(SHORT_GAP)
+            COMPRESSION.production_s(SHORT_GAP)
         )));
     }
     Ok(if !failed.is_empty() {
@@ -152,14 +148,14 @@ async fn check(variant: Variant) -> Result<Verdict> {
              request that was written cannot be retried safely, so the caller gets the error",
             failed.len(),
             RACE_GAPS_MS.len(),
-            production_s(Duration::from_millis(*ms)),
+            COMPRESSION.production_s(Duration::from_millis(*ms)),
         ))
     } else if short_connections > 1 {
         Verdict::fail(format!(
             "no request failed, but two requests {:.0} s apart took {short_connections} \
              connections: the pool no longer reuses a connection that was idle for far less \
              than the API's {api_s:.0} s",
-            production_s(SHORT_GAP)
+            COMPRESSION.production_s(SHORT_GAP)
         ))
     } else {
         Verdict::pass(format!(
@@ -169,7 +165,7 @@ async fn check(variant: Variant) -> Result<Verdict> {
              requests {:.0} s apart still shared one connection",
             RACE_GAPS_MS.len(),
             RACE_GAPS_MS.len() * 2,
-            production_s(SHORT_GAP)
+            COMPRESSION.production_s(SHORT_GAP)
         ))
     })
 }

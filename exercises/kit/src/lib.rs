@@ -13,7 +13,37 @@
 //! (and on a failure a hint), and exits 0 (pass), 1 (fail) or 2 (could not
 //! check). `cargo xtask exercise verify <name>` builds and runs it.
 
-use std::{future::Future, process::ExitCode, time::Duration};
+use std::{fmt, future::Future, process::ExitCode, time::Duration};
+
+/// How many times faster than production a check runs its timeouts, so a
+/// verdict can say what a lab duration stands for. It displays as the bare
+/// factor: `"time compressed {COMPRESSION}x"`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Compression(pub f64);
+
+impl Compression {
+    /// Production seconds for a lab duration.
+    pub fn production_s(self, lab: Duration) -> f64 {
+        self.production_s_of_s(lab.as_secs_f64())
+    }
+
+    /// Production seconds for lab seconds.
+    pub fn production_s_of_s(self, lab_s: f64) -> f64 {
+        lab_s * self.0
+    }
+
+    /// Production seconds for lab milliseconds (a measured time, or a
+    /// difference of two, which a `Duration` could not hold if negative).
+    pub fn production_s_of_ms(self, lab_ms: f64) -> f64 {
+        self.production_s_of_s(lab_ms / 1000.0)
+    }
+}
+
+impl fmt::Display for Compression {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.0, formatter)
+    }
+}
 
 /// Which piece the check builds on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

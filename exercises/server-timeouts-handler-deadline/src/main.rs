@@ -14,7 +14,7 @@ use std::{
 
 use anyhow::Result;
 use axum::{Router, routing::get};
-use exercise_kit::{Exercise, Variant, Verdict};
+use exercise_kit::{Compression, Exercise, Variant, Verdict};
 use lab_kit::server::spawn_axum;
 use lab_server_timeouts::stalled_client::{Answer, ConnectionEnd, RawConnection, get_request};
 
@@ -29,17 +29,13 @@ const EXERCISE: Exercise = Exercise::new(
 );
 
 /// Time runs 50 times faster than in production, as in the lab's quick mode.
-const COMPRESSION: f64 = 50.0;
+const COMPRESSION: Compression = Compression(50.0);
 /// The service's deadline: 15 s in production.
 const DEADLINE: Duration = Duration::from_millis(300);
 /// The balancer's timeout: 60 s in production.
 const BALANCER: Duration = Duration::from_millis(1200);
 /// How long the check waits for an answer: 100 s in production.
 const WINDOW: Duration = Duration::from_millis(2000);
-
-fn production_s(lab: Duration) -> f64 {
-    lab.as_secs_f64() * COMPRESSION
-}
 
 /// Sets its flag when the handler's future is dropped.
 struct DroppedFlag(Arc<AtomicBool>);
@@ -84,8 +80,8 @@ async fn check(variant: Variant) -> Result<Verdict> {
     let dropped = Arc::new(AtomicBool::new(false));
     let server = spawn_axum(with_deadline(routes(Arc::clone(&dropped)), DEADLINE)).await?;
     let mut connection = RawConnection::connect(server.addr, Duration::from_secs(2)).await?;
-    let deadline_s = production_s(DEADLINE);
-    let balancer_s = production_s(BALANCER);
+    let deadline_s = COMPRESSION.production_s(DEADLINE);
+    let balancer_s = COMPRESSION.production_s(BALANCER);
     let started = Instant::now();
     let answer = match ask(&mut connection, "/report", WINDOW).await {
         None => {
@@ -99,7 +95,7 @@ async fn check(variant: Variant) -> Result<Verdict> {
                  ms), past the {deadline_s:.0} s deadline and the balancer's {balancer_s:.0} s, \
                  and {still_running}: the client gets the balancer's 504, and the stuck work \
                  holds its connection and task for ever",
-                production_s(WINDOW),
+                COMPRESSION.production_s(WINDOW),
                 WINDOW.as_millis()
             )));
         }
@@ -114,7 +110,7 @@ async fn check(variant: Variant) -> Result<Verdict> {
     };
     let waited = started.elapsed();
     let status = answer.status;
-    let waited_s = production_s(waited);
+    let waited_s = COMPRESSION.production_s(waited);
     if waited > DEADLINE * 2 {
         let balancer = if waited >= BALANCER {
             format!(

@@ -5,7 +5,7 @@
 use std::{process::ExitCode, time::Duration};
 
 use anyhow::{Context, Result};
-use exercise_kit::{Exercise, Variant, Verdict, pick_async};
+use exercise_kit::{Compression, Exercise, Variant, Verdict, pick_async};
 use lab_kit::net::{AbortOnDrop, bind_loopback};
 use lab_server_timeouts::stalled_client::{
     ConnectionEnd, RawConnection, StalledClient, get_request, watch,
@@ -22,17 +22,13 @@ const EXERCISE: Exercise = Exercise::new(
 );
 
 /// Time runs 50 times faster than in production, as in the lab's quick mode.
-const COMPRESSION: f64 = 50.0;
+const COMPRESSION: Compression = Compression(50.0);
 /// The service's head timeout: 20 s in production.
 const HEAD_TIMEOUT: Duration = Duration::from_millis(400);
 /// How long the check watches the half-sent head: 100 s in production.
 const WINDOW: Duration = Duration::from_millis(2000);
 /// How long a complete request may wait for its answer on a busy machine.
 const PATIENCE: Duration = Duration::from_secs(3);
-
-fn production_s(lab_ms: f64) -> f64 {
-    lab_ms * COMPRESSION / 1000.0
-}
 
 /// A complete request on a fresh connection: its status, or why none came.
 async fn answer_status(addr: std::net::SocketAddr) -> Result<Result<u16, String>> {
@@ -76,7 +72,7 @@ async fn check(variant: Variant) -> Result<Verdict> {
         }
     }
 
-    let head_s = production_s(HEAD_TIMEOUT.as_secs_f64() * 1000.0);
+    let head_s = COMPRESSION.production_s(HEAD_TIMEOUT);
     let window_ms = WINDOW.as_secs_f64() * 1000.0;
     let outcome = watch(addr, StalledClient::HalfHeader, WINDOW).await?;
     Ok(match outcome.closed {
@@ -84,24 +80,24 @@ async fn check(variant: Variant) -> Result<Verdict> {
             "a connection that sent half a request head was still open at {:.0} s (time \
              compressed {COMPRESSION}x: {window_ms:.0} ms), past the {head_s:.0} s head timeout: \
              each slowloris client holds a socket and a task for as long as it likes",
-            production_s(window_ms)
+            COMPRESSION.production_s_of_ms(window_ms)
         )),
         Some((how, ms)) if ms < HEAD_TIMEOUT.as_secs_f64() * 500.0 => Verdict::fail(format!(
             "a half-sent head was {how} after {:.1} s (time compressed {COMPRESSION}x: {ms:.0} \
              ms), long before the {head_s:.0} s head timeout: a slow but honest client is cut off",
-            production_s(ms)
+            COMPRESSION.production_s_of_ms(ms)
         )),
         Some((how, ms)) if ms > HEAD_TIMEOUT.as_secs_f64() * 2000.0 => Verdict::fail(format!(
             "a half-sent head was {how} only after {:.0} s (time compressed {COMPRESSION}x: \
              {ms:.0} ms), long after the {head_s:.0} s head timeout: a slowloris client holds \
              each connection that much longer",
-            production_s(ms)
+            COMPRESSION.production_s_of_ms(ms)
         )),
         Some((how, ms)) => Verdict::pass(format!(
             "a connection that sent half a request head was {how} after {:.0} s (time \
              compressed {COMPRESSION}x: {ms:.0} ms), at the {head_s:.0} s head timeout, and a \
              complete request was answered 200",
-            production_s(ms)
+            COMPRESSION.production_s_of_ms(ms)
         )),
     })
 }

@@ -8,7 +8,7 @@ use std::{process::ExitCode, time::Duration};
 
 use anyhow::{Context, Result};
 use axum::{Router, routing::get};
-use exercise_kit::{Exercise, Variant, Verdict, pick_async};
+use exercise_kit::{Compression, Exercise, Variant, Verdict, pick_async};
 use lab_kit::flags::Flags;
 use lab_shutdown_drain::probe::{parse_args, probe};
 use tokio::net::TcpListener;
@@ -24,7 +24,7 @@ const EXERCISE: Exercise = Exercise::new(
 
 /// Time is compressed 20x: a 10 s drain wait (two 5 s balancer polls) is
 /// 500 ms here, and the probe's balancer polls every 20 ms.
-const COMPRESSION: f64 = 20.0;
+const COMPRESSION: Compression = Compression(20.0);
 const DRAIN_WAIT_MS: u64 = 500;
 
 /// `__serve [--solution] --port P --drain-wait-ms N`: the process the probe signals.
@@ -56,10 +56,6 @@ async fn serve(variant: Variant, arguments: Vec<String>) -> Result<()> {
     serving.await.context("serving")
 }
 
-fn production_s(ms: f64) -> f64 {
-    ms * COMPRESSION / 1000.0
-}
-
 async fn check(variant: Variant) -> Result<Verdict> {
     let port = lab_kit::net::closed_loopback_port()?.to_string();
     let wait = DRAIN_WAIT_MS.to_string();
@@ -83,7 +79,7 @@ async fn check(variant: Variant) -> Result<Verdict> {
             "connections were refused {:.1} s after SIGTERM ({compressed}: {refused_ms:.0} ms) \
              without a 503 from /readyz first, and {} requests were refused: the balancer was \
              told nothing during the wait and found out only by failing requests",
-            production_s(refused_ms),
+            COMPRESSION.production_s_of_ms(refused_ms),
             report.after_sigterm_refused
         )));
     }
@@ -97,7 +93,7 @@ async fn check(variant: Variant) -> Result<Verdict> {
         return Ok(Verdict::fail(format!(
             "/readyz turned 503 only {:.1} s before the first refused connection ({compressed}: \
              {warned_ms:.0} ms), less than the balancer needs to poll and leave",
-            production_s(warned_ms)
+            COMPRESSION.production_s_of_ms(warned_ms)
         )));
     }
     if !report.clean {
@@ -111,7 +107,7 @@ async fn check(variant: Variant) -> Result<Verdict> {
         "/readyz answered 503 {ready_ms:.0} ms after SIGTERM and connections were refused only \
          {:.1} s later ({compressed}: {warned_ms:.0} ms), time for the balancer to leave; {} of \
          {} requests in flight completed and the process exited 0",
-        production_s(warned_ms),
+        COMPRESSION.production_s_of_ms(warned_ms),
         report.in_flight_completed,
         report.in_flight
     )))

@@ -58,18 +58,16 @@ pub struct BackoffConfig {
 
 impl BackoffConfig {
     pub fn for_mode(mode: Mode) -> BackoffConfig {
-        let (sweep_clients, sweep_runs, live_clients, chain_depth): (Vec<u32>, u32, usize, u32) =
-            match mode {
-                Mode::Quick => (vec![10, 25, 50, 75, 100, 150, 200], 10, 100, 4),
-                Mode::Full => ((1..=20).map(|step| step * 10).collect(), 50, 300, 5),
-            };
         BackoffConfig {
-            sweep_clients,
-            sweep_runs,
+            sweep_clients: mode.pick(
+                vec![10, 25, 50, 75, 100, 150, 200],
+                (1..=20).map(|step| step * 10).collect(),
+            ),
+            sweep_runs: mode.pick(10, 50),
             load_clients: 100,
             load_bucket_ms: 20.0,
             load_horizon_ms: 2000.0,
-            live_clients,
+            live_clients: mode.pick(100, 300),
             live_outage_ms: 1000,
             live_bucket_ms: 50,
             base_ms: 50,
@@ -80,7 +78,7 @@ impl BackoffConfig {
             budget_ratio: 0.1,
             budget_initial_tokens: 5,
             library_clients: 20,
-            chain_depth,
+            chain_depth: mode.pick(4, 5),
             chain_attempts: 3,
             seed: 2015,
         }

@@ -65,16 +65,14 @@ impl BlockingConfig {
     /// The settings for a mode; `prober_exe` is the lab binary (the prober
     /// is the same binary with a hidden subcommand).
     pub fn for_mode(mode: Mode, prober_exe: PathBuf) -> BlockingConfig {
-        let (rows, quiet_ms, race_rounds) = match mode {
-            // About 0.2 s of report on an idle 2-core machine (twice that
-            // when others compile): seven setups fit in the quick budget.
-            Mode::Quick => (600_000, 200, 4),
-            // The Node article's size: 1.5 million rows.
-            Mode::Full => (1_500_000, 1000, 12),
-        };
+        // Quick: about 0.2 s of report on an idle 2-core machine (twice that
+        // when others compile), so seven setups fit in the quick budget. Full:
+        // the Node article's size, 1.5 million rows.
+        let rows = mode.pick(600_000, 1_500_000);
+        let quiet_ms = mode.pick(200, 1000);
         let mut config =
             BlockingConfig::with_variants(rows, quiet_ms, &HandlerSetup::ALL, prober_exe);
-        config.race_rounds = race_rounds;
+        config.race_rounds = mode.pick(4, 12);
         config
     }
 

@@ -38,6 +38,25 @@ pub enum Flavour {
     MultiThread { workers: usize },
 }
 
+impl Flavour {
+    /// A runtime of this flavour, with timers and I/O enabled.
+    pub fn runtime(self) -> Result<tokio::runtime::Runtime> {
+        // ANCHOR: runtimes
+        match self {
+            Flavour::CurrentThread => tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build(),
+            Flavour::MultiThread { workers } => tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(workers)
+                .thread_name("server-worker")
+                .enable_all()
+                .build(),
+        }
+        .context("building the server runtime")
+        // ANCHOR_END: runtimes
+    }
+}
+
 /// How /report does its CPU work.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Offload {
@@ -251,19 +270,7 @@ fn serve_on_own_runtime(
     addr_sender: oneshot::Sender<SocketAddr>,
     mut stop_seen: watch::Receiver<bool>,
 ) -> Result<()> {
-    // ANCHOR: runtimes
-    let runtime = match flavour {
-        Flavour::CurrentThread => tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build(),
-        Flavour::MultiThread { workers } => tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(workers)
-            .thread_name("server-worker")
-            .enable_all()
-            .build(),
-    }
-    .context("building the server runtime")?;
-    // ANCHOR_END: runtimes
+    let runtime = flavour.runtime()?;
     let outcome = runtime.block_on(async move {
         let listener = lab_kit::net::bind_loopback().await?;
         let addr = listener.local_addr().context("reading the bound address")?;

@@ -82,12 +82,8 @@ pub struct CancellationConfig {
 
 impl CancellationConfig {
     pub fn for_mode(mode: Mode) -> CancellationConfig {
-        let (time_scale, spiral_duration_s) = match mode {
-            Mode::Quick => (50.0, 120.0),
-            Mode::Full => (10.0, 300.0),
-        };
         CancellationConfig {
-            time_scale,
+            time_scale: mode.pick(50.0, 10.0),
             work_s: 12.0,
             leave_after_s: 2.0,
             route_timeout_s: 10.0,
@@ -98,7 +94,7 @@ impl CancellationConfig {
             heavy_query_s: 20.0,
             heavy_every: 5,
             arrivals_per_s: 0.8,
-            spiral_duration_s,
+            spiral_duration_s: mode.pick(120.0, 300.0),
             sample_every_s: 2.0,
             count_requests: 40,
             count_slow_every: 4,

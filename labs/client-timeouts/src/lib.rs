@@ -66,12 +66,8 @@ pub struct ClientTimeoutsConfig {
 
 impl ClientTimeoutsConfig {
     pub fn for_mode(mode: Mode) -> ClientTimeoutsConfig {
-        let (time_scale, defaults_bound_real_s, dead_peer_watch_real_s) = match mode {
-            Mode::Quick => (50.0, 3.0, 5.0),
-            Mode::Full => (10.0, 30.0, 10.0),
-        };
         ClientTimeoutsConfig {
-            time_scale,
+            time_scale: mode.pick(50.0, 10.0),
             connect_timeout_s: 2.0,
             read_timeout_s: 10.0,
             total_timeout_s: 30.0,
@@ -82,10 +78,10 @@ impl ClientTimeoutsConfig {
             body_bytes: 64,
             request_body_bytes: 8 * 1024 * 1024,
             pool_idle_probe_s: 15.0,
-            defaults_bound_real_s,
+            defaults_bound_real_s: mode.pick(3.0, 30.0),
             h2_ping_interval_s: 10.0,
             h2_ping_timeout_s: 5.0,
-            dead_peer_watch_real_s,
+            dead_peer_watch_real_s: mode.pick(5.0, 10.0),
         }
     }
 

@@ -44,20 +44,16 @@ pub struct ReuseConfig {
 
 impl ReuseConfig {
     pub fn for_mode(mode: Mode) -> ReuseConfig {
-        let (repeats, sweep) = match mode {
-            Mode::Quick => (1, vec![1, 2, 5, 10, 25, 50, 100, 200]),
-            Mode::Full => (
-                5,
-                vec![1, 2, 3, 5, 8, 10, 15, 25, 35, 50, 75, 100, 150, 200],
-            ),
-        };
         ReuseConfig {
             // The Node article's experiment: 500 requests, 50 at a time.
             requests: 500,
             in_flight: 50,
             body_bytes: 64 * 1024,
-            repeats,
-            sweep,
+            repeats: mode.pick(1, 5),
+            sweep: mode.pick(
+                vec![1, 2, 5, 10, 25, 50, 100, 200],
+                vec![1, 2, 3, 5, 8, 10, 15, 25, 35, 50, 75, 100, 150, 200],
+            ),
         }
     }
 }

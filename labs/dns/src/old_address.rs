@@ -125,12 +125,7 @@ impl Sender {
     fn new(setting: PoolSetting, config: &DnsConfig, dns: SocketAddr) -> Result<Sender> {
         // Each client has its own resolver (and cache), as separate
         // processes would.
-        let resolver = LabResolver::new(&StubSettings {
-            server: dns,
-            search: Vec::new(),
-            ndots: 1,
-            cache: true,
-        })?;
+        let resolver = LabResolver::new(&StubSettings::plain(dns))?;
         let builder = move || {
             reqwest::Client::builder()
                 .no_proxy()

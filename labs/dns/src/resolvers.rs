@@ -119,6 +119,19 @@ pub struct StubSettings {
     pub cache: bool,
 }
 
+impl StubSettings {
+    /// A stub with no search domains (`ndots` 1) and its cache on: what a
+    /// service that asks for full names gets.
+    pub fn plain(server: SocketAddr) -> StubSettings {
+        StubSettings {
+            server,
+            search: Vec::new(),
+            ndots: 1,
+            cache: true,
+        }
+    }
+}
+
 // ANCHOR: hickory
 /// hickory-resolver pointed at the lab's DNS server, behind reqwest's hook.
 /// reqwest's own `hickory-dns` feature cannot do this: it builds its

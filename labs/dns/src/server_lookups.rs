@@ -71,10 +71,8 @@ async fn cache_run(cache: Cache, config: DnsConfig) -> Result<CacheRun> {
     let dns = DnsServer::start(config.cache_ttl_s, delay).await?;
     dns.set("api.lab.test", &[IpAddr::V4(Ipv4Addr::LOCALHOST)]);
     let resolver = LabResolver::new(&StubSettings {
-        server: dns.addr,
-        search: Vec::new(),
-        ndots: 1,
         cache: cache == Cache::On,
+        ..StubSettings::plain(dns.addr)
     })?;
     let counting = Arc::new(CountingResolver::new(Arc::new(resolver), Duration::ZERO));
     let url = format!("http://api.lab.test:{}/", http.addr.port());

@@ -73,6 +73,23 @@ impl Grade {
     }
 }
 
+/// The constructors of a finding of one grade: `Finding::pass(check, measured, value, why)`.
+macro_rules! graded {
+    ($($(#[$doc:meta])* $name:ident => $grade:ident,)*) => {
+        $(
+            $(#[$doc])*
+            pub fn $name(
+                check: Check,
+                measured: impl Into<String>,
+                value: Option<f64>,
+                why: impl Into<String>,
+            ) -> Finding {
+                Finding::new(check, Grade::$grade, measured, value, why)
+            }
+        )*
+    };
+}
+
 /// One line of the report.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Finding {
@@ -104,6 +121,15 @@ impl Finding {
             why: why.into(),
             read: check.chapter(),
         }
+    }
+
+    graded! {
+        /// A check the service passes.
+        pass => Pass,
+        /// Not a failure the check can prove, but worth a look.
+        warn => Warn,
+        /// A check the service fails.
+        fail => Fail,
     }
 
     pub fn skip(check: Check, why: impl Into<String>) -> Finding {

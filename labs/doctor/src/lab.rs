@@ -40,18 +40,12 @@ pub struct DoctorConfig {
 impl DoctorConfig {
     pub fn for_mode(mode: Mode) -> DoctorConfig {
         DoctorConfig {
-            time_scale: match mode {
-                Mode::Quick => 50.0,
-                Mode::Full => 10.0,
-            },
+            time_scale: mode.pick(50.0, 10.0),
             // Quick: past the 10 s body timeout the chapters recommend. Full:
             // past 1.5 times the balancer's 60 s, where the slow head can be
             // judged, and past Node's 60 s headersTimeout, which Node checks
             // every 30 s (connectionsCheckingInterval).
-            node_window_s: match mode {
-                Mode::Quick => 12.0,
-                Mode::Full => 100.0,
-            },
+            node_window_s: mode.pick(12.0, 100.0),
             grace_s: 5.0,
             caller_timeout_s: 1.0,
             max_in_flight: 64,

@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use lab_kit::flags::Flags;
 
-use crate::finding::Check;
+use crate::finding::{Check, Finding};
 
 /// What to probe: a server that already listens, or a command to start.
 #[derive(Debug, Clone, PartialEq)]
@@ -49,6 +49,31 @@ pub struct Options {
     pub grace: Duration,
     pub json: bool,
     pub allow_remote: bool,
+}
+
+impl Options {
+    /// The path `check` requests: its own flag's, `--path` where that flag
+    /// defaults to it, or the finding that skips the check when the route it
+    /// needs was not given. The one place that knows which flag feeds which
+    /// check.
+    pub fn path_for(&self, check: Check) -> Result<&str, Finding> {
+        let (given, needed) = match check {
+            Check::SlowBody => return Ok(self.body_path.as_deref().unwrap_or(&self.path)),
+            Check::SlowRead => return Ok(self.read_path.as_deref().unwrap_or(&self.path)),
+            Check::HandlerDeadline => (&self.slow_path, "--slow-path a slow route"),
+            Check::BlockedRuntime => (
+                &self.heavy_path,
+                "--heavy-path a route that does heavy work",
+            ),
+            Check::Overload | Check::RetryAfter => {
+                (&self.load_path, "--load-path a route with limited capacity")
+            }
+            Check::IdleKeepAlive | Check::SlowHead | Check::Shutdown => return Ok(&self.path),
+        };
+        given
+            .as_deref()
+            .ok_or_else(|| Finding::skip(check, format!("give {needed} to check it")))
+    }
 }
 
 pub const USAGE: &str = "\

@@ -49,17 +49,24 @@ pub fn app(state: Arc<ServiceState>) -> Router {
 /// 200 when a query to the dependency answers, 503 when it fails. No timeout
 /// of its own below the probe's: a slow query makes a slow probe.
 async fn readyz(State(state): State<Arc<ServiceState>>) -> Response {
-    let answered = state
-        .client
-        .get(&state.query_url)
-        .timeout(state.query_limit)
-        .send()
-        .await;
-    match answered {
-        Ok(response) if response.status().is_success() => {
-            (StatusCode::OK, "ready\n").into_response()
+    let status = state.dependency_status().await;
+    let body = if status.is_success() {
+        "ready\n"
+    } else {
+        "dependency failed\n"
+    };
+    (status, body).into_response()
+}
+
+impl ServiceState {
+    /// 200 when a query to the dependency answers with a success within
+    /// `query_limit`, 503 when it fails or takes longer.
+    pub async fn dependency_status(&self) -> StatusCode {
+        let query = self.client.get(&self.query_url).timeout(self.query_limit);
+        match query.send().await {
+            Ok(response) if response.status().is_success() => StatusCode::OK,
+            _ => StatusCode::SERVICE_UNAVAILABLE,
         }
-        _ => (StatusCode::SERVICE_UNAVAILABLE, "dependency failed\n").into_response(),
     }
 }
 // ANCHOR_END: routes

@@ -93,10 +93,7 @@ pub struct HealthConfig {
 
 impl HealthConfig {
     pub fn for_mode(mode: Mode) -> HealthConfig {
-        let time_scale: u64 = match mode {
-            Mode::Quick => 25,
-            Mode::Full => 5,
-        };
+        let time_scale: u64 = mode.pick(25, 5);
         let scaled = |millis: u64| millis / time_scale;
         use production::*;
         HealthConfig {

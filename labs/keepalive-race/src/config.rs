@@ -46,7 +46,6 @@ const QUICK_RATES: [f64; 12] = [
 
 impl KeepaliveConfig {
     pub fn for_mode(mode: Mode) -> KeepaliveConfig {
-        let gap_factors = vec![0.25, 0.5, 0.75, 0.9, 0.95, 1.05, 1.1, 1.25, 1.5, 2.0];
         // Why these numbers (the 502 test must pass 20 runs out of 20):
         //
         // Through the balancer, a request is lost when it leaves after the
@@ -66,35 +65,23 @@ impl KeepaliveConfig {
         // after 90 s (1.8 s), counted from a moment one link delay earlier.
         // A loss needs 1.2 s + 2 x 0.12 s to reach 1.8 s: 360 ms of slack, far
         // more than the scheduling hiccups of a busy 2-core machine.
-        match mode {
-            Mode::Quick => KeepaliveConfig {
-                time_scale: 50.0,
-                balancer_idle_s: 60.0,
-                backend_below_idle_s: 30.0,
-                backend_above_idle_s: 90.0,
-                window_s: 110.0,
-                link_delay_ms: 120.0,
-                gap_factors,
-                rates_per_s: QUICK_RATES.to_vec(),
-                traffic_s: 7.0,
-                night_rate_limit: 8.0,
-                night_copies: 3,
-            },
-            // Ten times slower than quick: every timeout five times longer in
-            // lab seconds, the link delay with it, rates five times lower.
-            Mode::Full => KeepaliveConfig {
-                time_scale: 10.0,
-                balancer_idle_s: 60.0,
-                backend_below_idle_s: 30.0,
-                backend_above_idle_s: 90.0,
-                window_s: 110.0,
-                link_delay_ms: 600.0,
-                gap_factors,
-                rates_per_s: QUICK_RATES.iter().map(|rate| rate / 5.0).collect(),
-                traffic_s: 60.0,
-                night_rate_limit: 8.0 / 5.0,
-                night_copies: 3,
-            },
+        // Full mode is ten times slower than quick: every timeout five times
+        // longer in lab seconds, the link delay with it, rates five times lower.
+        KeepaliveConfig {
+            time_scale: mode.pick(50.0, 10.0),
+            balancer_idle_s: 60.0,
+            backend_below_idle_s: 30.0,
+            backend_above_idle_s: 90.0,
+            window_s: 110.0,
+            link_delay_ms: mode.pick(120.0, 600.0),
+            gap_factors: vec![0.25, 0.5, 0.75, 0.9, 0.95, 1.05, 1.1, 1.25, 1.5, 2.0],
+            rates_per_s: QUICK_RATES
+                .iter()
+                .map(|rate| rate / mode.pick(1.0, 5.0))
+                .collect(),
+            traffic_s: mode.pick(7.0, 60.0),
+            night_rate_limit: mode.pick(8.0, 8.0 / 5.0),
+            night_copies: 3,
         }
     }
 

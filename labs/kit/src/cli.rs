@@ -25,6 +25,17 @@ pub enum Mode {
     Full,
 }
 
+impl Mode {
+    /// The value for this mode: `time_scale: mode.pick(50.0, 10.0)` keeps a
+    /// setting's two values beside its name.
+    pub fn pick<T>(self, quick: T, full: T) -> T {
+        match self {
+            Mode::Quick => quick,
+            Mode::Full => full,
+        }
+    }
+}
+
 impl fmt::Display for Mode {
     fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
         formatter.write_str(match self {

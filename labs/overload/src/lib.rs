@@ -87,12 +87,8 @@ pub struct OverloadConfig {
 
 impl OverloadConfig {
     pub fn for_mode(mode: Mode) -> OverloadConfig {
-        let (time_scale, shedding_point_s, storm_duration_s) = match mode {
-            Mode::Quick => (4.0, 4.0, 12.0),
-            Mode::Full => (1.0, 20.0, 40.0),
-        };
         OverloadConfig {
-            time_scale,
+            time_scale: mode.pick(4.0, 1.0),
             storm_time_scale: 1.0,
             bulkhead_rate_per_s: 20.0,
             bulkhead_duration_s: 11.0,
@@ -107,7 +103,7 @@ impl OverloadConfig {
             shedding_workers: 2,
             shedding_service_ms: 100.0,
             shedding_loads: vec![0.5, 1.0, 1.5, 2.0, 3.0],
-            shedding_point_s,
+            shedding_point_s: mode.pick(4.0, 20.0),
             shedding_client_timeout_s: 1.0,
             breaker_rate_per_s: 40.0,
             breaker_duration_s: 8.0,
@@ -120,7 +116,7 @@ impl OverloadConfig {
             storm_slow_service_ms: 1000.0,
             storm_outage_from_s: 2.0,
             storm_outage_until_s: 4.0,
-            storm_duration_s,
+            storm_duration_s: mode.pick(12.0, 40.0),
             storm_rate_per_s: 60.0,
             storm_attempt_timeout_ms: 500.0,
             storm_retries: 3,

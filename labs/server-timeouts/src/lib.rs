@@ -56,19 +56,15 @@ pub struct ServerTimeoutsConfig {
 
 impl ServerTimeoutsConfig {
     pub fn for_mode(mode: Mode) -> ServerTimeoutsConfig {
-        let (time_scale, real_default_window_s) = match mode {
-            Mode::Quick => (50.0, 0.0),
-            Mode::Full => (10.0, 40.0),
-        };
         ServerTimeoutsConfig {
-            time_scale,
+            time_scale: mode.pick(50.0, 10.0),
             balancer_idle_s: 60.0,
             hyper_header_read_s: 30.0,
             hardened_header_read_s: 90.0,
             body_timeout_s: 10.0,
             handler_deadline_s: 15.0,
             window_s: 110.0,
-            real_default_window_s,
+            real_default_window_s: mode.pick(0.0, 40.0),
         }
     }
 

@@ -66,10 +66,7 @@ pub struct ShutdownConfig {
 
 impl ShutdownConfig {
     pub fn for_mode(mode: Mode) -> ShutdownConfig {
-        let time_scale: u64 = match mode {
-            Mode::Quick => 25,
-            Mode::Full => 5,
-        };
+        let time_scale: u64 = mode.pick(25, 5);
         let scaled = |millis: u64| millis / time_scale;
         let readiness_period_ms = scaled(production::READINESS_PERIOD_MS);
         ShutdownConfig {

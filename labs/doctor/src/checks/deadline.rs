@@ -6,18 +6,16 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 
 use super::Probe;
-use crate::finding::{Check, Finding, Grade, seconds};
+use crate::finding::{Check, Finding, seconds};
 
 /// A path that answers 2xx faster than this is not slow: nothing to learn.
 const NOT_SLOW: Duration = Duration::from_secs(1);
 
 pub async fn handler_deadline(probe_of: &Probe) -> Result<Finding> {
     let check = Check::HandlerDeadline;
-    let Some(path) = probe_of.options.slow_path.as_deref() else {
-        return Ok(Finding::skip(
-            check,
-            "give --slow-path a slow route to check it",
-        ));
+    let path = match probe_of.options.path_for(check) {
+        Ok(path) => path,
+        Err(skipped) => return Ok(skipped),
     };
     let window = probe_of.options.window;
     let client = probe_of.client()?;
@@ -29,9 +27,8 @@ pub async fn handler_deadline(probe_of: &Probe) -> Result<Finding> {
         Ok(response) => {
             let status = response.status().as_u16();
             match status {
-                408 | 500..=599 => Finding::new(
+                408 | 500..=599 => Finding::pass(
                     check,
-                    Grade::Pass,
                     format!("cut after {at} with {status}"),
                     Some(after.as_secs_f64()),
                     "the server bounds a slow handler and tells the caller with a status",
@@ -40,9 +37,8 @@ pub async fn handler_deadline(probe_of: &Probe) -> Result<Finding> {
                     check,
                     format!("GET {path} answered {status} in {at}: not slow, so nothing to cut"),
                 ),
-                _ => Finding::new(
+                _ => Finding::warn(
                     check,
-                    Grade::Warn,
                     format!("finished after {at} with {status}"),
                     Some(after.as_secs_f64()),
                     "nothing cut it: a handler slower than this would hold its caller, its \
@@ -50,17 +46,15 @@ pub async fn handler_deadline(probe_of: &Probe) -> Result<Finding> {
                 ),
             }
         }
-        Err(error) if error.is_timeout() => Finding::new(
+        Err(error) if error.is_timeout() => Finding::fail(
             check,
-            Grade::Fail,
             format!("no answer at {}", seconds(window)),
             Some(window.as_secs_f64()),
             "the server lets a handler run as long as it likes: its callers time out first and \
              their work goes on (add a handler deadline that answers 503 or 504)",
         ),
-        Err(_) => Finding::new(
+        Err(_) => Finding::warn(
             check,
-            Grade::Warn,
             format!("connection ended after {at}, no status"),
             Some(after.as_secs_f64()),
             "the server cut the request without an answer: the caller sees a reset, not a 503 \

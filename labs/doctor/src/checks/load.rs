@@ -13,7 +13,7 @@ use lab_kit::stats::{Latencies, LatencySummary};
 use tokio::task::JoinSet;
 
 use super::Probe;
-use crate::finding::{Check, Finding, Grade, seconds};
+use crate::finding::{Check, Finding, seconds};
 
 fn summary(took: impl Iterator<Item = Duration>) -> LatencySummary {
     let mut latencies = Latencies::default();
@@ -61,11 +61,9 @@ async fn canary(probe_of: &Probe, stop: Arc<Mutex<bool>>) -> Result<Vec<(Instant
 // ANCHOR: blocked
 pub async fn blocked_runtime(probe_of: &Probe) -> Result<Finding> {
     let check = Check::BlockedRuntime;
-    let Some(heavy) = probe_of.options.heavy_path.clone() else {
-        return Ok(Finding::skip(
-            check,
-            "give --heavy-path a route that does heavy work to check it",
-        ));
+    let heavy = match probe_of.options.path_for(check) {
+        Ok(path) => path.to_owned(),
+        Err(skipped) => return Ok(skipped),
     };
     let stop = Arc::new(Mutex::new(false));
     let timing = {
@@ -108,9 +106,8 @@ pub async fn blocked_runtime(probe_of: &Probe) -> Result<Finding> {
         quiet_max.as_secs_f64() * 1000.0
     );
     if quiet_max >= STALL_FLOOR {
-        return Ok(Finding::new(
+        return Ok(Finding::warn(
             check,
-            Grade::Warn,
             measured,
             Some(during_max.as_secs_f64()),
             format!(
@@ -121,18 +118,16 @@ pub async fn blocked_runtime(probe_of: &Probe) -> Result<Finding> {
         ));
     }
     if answered == 0 {
-        return Ok(Finding::new(
+        return Ok(Finding::warn(
             check,
-            Grade::Warn,
             measured,
             Some(during_max.as_secs_f64()),
             format!("none of the {BURST} requests to {heavy} got an answer within the window"),
         ));
     }
     Ok(if during_max >= limit {
-        Finding::new(
+        Finding::fail(
             check,
-            Grade::Fail,
             measured,
             Some(during_max.as_secs_f64()),
             format!(
@@ -142,9 +137,8 @@ pub async fn blocked_runtime(probe_of: &Probe) -> Result<Finding> {
             ),
         )
     } else {
-        Finding::new(
+        Finding::pass(
             check,
-            Grade::Pass,
             measured,
             Some(during_max.as_secs_f64()),
             format!("cheap requests kept their pace while {heavy} ran"),
@@ -226,15 +220,13 @@ fn sheds(call: &Call) -> bool {
 // ANCHOR: overload
 /// The overload finding and the Retry-After finding, from one ramp.
 pub async fn overload(probe_of: &Probe) -> Result<(Finding, Finding)> {
-    let Some(path) = probe_of.options.load_path.clone() else {
-        let why = "give --load-path a route with limited capacity to check it";
-        return Ok((
-            Finding::skip(Check::Overload, why),
-            Finding::skip(
-                Check::RetryAfter,
-                "the overload check was skipped: no --load-path",
-            ),
-        ));
+    let options = &probe_of.options;
+    let path = match options.path_for(Check::Overload) {
+        Ok(path) => path.to_owned(),
+        Err(skipped) => {
+            let why = "the overload check was skipped: no --load-path";
+            return Ok((skipped, Finding::skip(Check::RetryAfter, why)));
+        }
     };
     let mut calls = Vec::new();
     let top = if probe_of.remote() {
@@ -270,9 +262,8 @@ pub async fn overload(probe_of: &Probe) -> Result<(Finding, Finding)> {
     );
     let share = timed_out as f64 / at_top.len().max(1) as f64;
     let finding = match (first_shed, timed_out) {
-        (Some(from), _) if share <= 0.05 => Finding::new(
+        (Some(from), _) if share <= 0.05 => Finding::pass(
             Check::Overload,
-            Grade::Pass,
             measured,
             Some(shed_at_top as f64),
             format!(
@@ -281,9 +272,8 @@ pub async fn overload(probe_of: &Probe) -> Result<(Finding, Finding)> {
                 served.p99_ms
             ),
         ),
-        (Some(_), _) => Finding::new(
+        (Some(_), _) => Finding::warn(
             Check::Overload,
-            Grade::Warn,
             measured,
             Some(timed_out as f64),
             "it sheds, but too late: callers still time out waiting in its queue (refuse sooner: \
@@ -297,9 +287,8 @@ pub async fn overload(probe_of: &Probe) -> Result<(Finding, Finding)> {
                 served.p99_ms
             ),
         ),
-        (None, _) => Finding::new(
+        (None, _) => Finding::fail(
             Check::Overload,
-            Grade::Fail,
             measured,
             Some(timed_out as f64),
             "it queues what it cannot serve until the callers give up, then does the work \
@@ -343,9 +332,8 @@ fn retry_after(calls: &[Call]) -> Finding {
         .map(|value| (value, retry_after_seconds(value)))
         .collect();
     if let Some((bad, _)) = values.iter().find(|(_, seconds)| seconds.is_none()) {
-        return Finding::new(
+        return Finding::fail(
             check,
-            Grade::Fail,
             format!("Retry-After: {bad:?}"),
             None,
             "neither delay-seconds nor an HTTP date: clients cannot read it and retry on their \
@@ -353,9 +341,8 @@ fn retry_after(calls: &[Call]) -> Finding {
         );
     }
     if missing > 0 {
-        return Finding::new(
+        return Finding::warn(
             check,
-            Grade::Warn,
             format!(
                 "{missing} of {} refusals without Retry-After",
                 refused.len()
@@ -370,17 +357,15 @@ fn retry_after(calls: &[Call]) -> Finding {
         (least.min(*s), most.max(*s))
     });
     if least <= 0.0 {
-        return Finding::new(
+        return Finding::warn(
             check,
-            Grade::Warn,
             "Retry-After: 0".to_string(),
             Some(0.0),
             "it asks refused clients to come straight back: the retries arrive together",
         );
     }
-    Finding::new(
+    Finding::pass(
         check,
-        Grade::Pass,
         format!(
             "Retry-After {least:.0} to {most:.0} s on all {} refusals",
             refused.len()

@@ -22,7 +22,7 @@ use lab_shutdown_drain::probe::wait_until_listening;
 use tokio::task::JoinSet;
 
 use crate::{
-    finding::{Check, Finding, Grade},
+    finding::{Check, Finding},
     options::{Options, Target},
 };
 
@@ -286,16 +286,9 @@ where
 /// The finding of a check that ended in an error (`Some`) or hung (`None`).
 fn failure(check: Check, limit: Duration, error: Option<&anyhow::Error>) -> Finding {
     match error {
-        Some(error) => Finding::new(
+        Some(error) => Finding::fail(check, "could not finish", None, format!("{error:#}")),
+        None => Finding::fail(
             check,
-            Grade::Fail,
-            "could not finish",
-            None,
-            format!("{error:#}"),
-        ),
-        None => Finding::new(
-            check,
-            Grade::Fail,
             format!("no result within {}", crate::finding::seconds(limit)),
             None,
             "the check hung past its bound: the server stopped answering",

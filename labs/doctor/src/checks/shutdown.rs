@@ -7,7 +7,7 @@ use lab_shutdown_drain::probe::{ShutdownProbeConfig, probe};
 
 use super::Probe;
 use crate::{
-    finding::{Check, Finding, Grade},
+    finding::{Check, Finding},
     options::Target,
 };
 
@@ -51,11 +51,10 @@ pub async fn shutdown(probe_of: &Probe) -> Result<Finding> {
         .collect();
     let readiness_first = report.readiness_before_refusing;
     Ok(if report.clean && readiness_first {
-        Finding::new(check, Grade::Pass, measured, Some(exit_s), why.join("; "))
+        Finding::pass(check, measured, Some(exit_s), why.join("; "))
     } else if report.clean {
-        Finding::new(
+        Finding::warn(
             check,
-            Grade::Warn,
             measured,
             Some(exit_s),
             format!(
@@ -64,6 +63,6 @@ pub async fn shutdown(probe_of: &Probe) -> Result<Finding> {
             ),
         )
     } else {
-        Finding::new(check, Grade::Fail, measured, Some(exit_s), why.join("; "))
+        Finding::fail(check, measured, Some(exit_s), why.join("; "))
     })
 }

@@ -18,7 +18,7 @@ use lab_kit::procnet::{TcpState, tcp_sockets};
 use tokio::{io::AsyncWriteExt, net::TcpSocket};
 
 use super::Probe;
-use crate::finding::{Check, Finding, Grade, seconds};
+use crate::finding::{Check, Finding, seconds};
 
 /// A write that has not completed in this long: the server stopped reading.
 const STALLED: Duration = Duration::from_millis(300);
@@ -30,11 +30,10 @@ const MOST_REMOTE: usize = 4_096;
 
 // ANCHOR: slow_read
 pub async fn slow_read(probe_of: &Probe) -> Result<Finding> {
-    let path = probe_of
-        .options
-        .read_path
-        .as_deref()
-        .unwrap_or(&probe_of.options.path);
+    let path = match probe_of.options.path_for(Check::SlowRead) {
+        Ok(path) => path,
+        Err(skipped) => return Ok(skipped),
+    };
     let socket = if probe_of.addr.is_ipv4() {
         TcpSocket::new_v4()
     } else {
@@ -70,9 +69,8 @@ pub async fn slow_read(probe_of: &Probe) -> Result<Finding> {
             Err(_) => break,
             Ok(Ok(())) => sent += BATCH,
             Ok(Err(_)) => {
-                return Ok(Finding::new(
+                return Ok(Finding::pass(
                     check,
-                    Grade::Pass,
                     format!("closed while {sent} answers went unread"),
                     Some(0.0),
                     "the server ends a connection whose client does not read its answers",
@@ -96,9 +94,8 @@ pub async fn slow_read(probe_of: &Probe) -> Result<Finding> {
         };
         if let Some(how) = ended {
             let after = stalled.elapsed();
-            return Ok(Finding::new(
+            return Ok(Finding::pass(
                 check,
-                Grade::Pass,
                 format!("{how} after {}", seconds(after)),
                 Some(after.as_secs_f64()),
                 "the server gives up on a client that stops reading its answers",
@@ -106,9 +103,8 @@ pub async fn slow_read(probe_of: &Probe) -> Result<Finding> {
         }
     }
     drop(stream);
-    Ok(Finding::new(
+    Ok(Finding::fail(
         check,
-        Grade::Fail,
         format!("still open at {}", seconds(window)),
         Some(window.as_secs_f64()),
         format!(

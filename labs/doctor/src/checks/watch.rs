@@ -10,7 +10,7 @@ use lab_keepalive_race::probe::{IdleProbeConfig, probe};
 use lab_server_timeouts::stalled_client::{WatchOutcome, watch_request};
 
 use super::Probe;
-use crate::finding::{Check, Finding, Grade, seconds};
+use crate::finding::{Check, Finding, seconds};
 
 /// An answer that comes this fast did not wait for the rest of the body.
 const AT_ONCE: Duration = Duration::from_millis(250);
@@ -29,9 +29,8 @@ pub async fn idle_keepalive(probe_of: &Probe) -> Result<Finding> {
     };
     let check = Check::IdleKeepAlive;
     if report.connection_close {
-        return Ok(Finding::new(
+        return Ok(Finding::warn(
             check,
-            Grade::Warn,
             format!("answered {} with Connection: close", report.status),
             None,
             "no keep-alive at all: no idle race, but every request behind a balancer pays a new \
@@ -44,9 +43,8 @@ pub async fn idle_keepalive(probe_of: &Probe) -> Result<Finding> {
             let how = report.how.unwrap_or("closed");
             let measured = format!("{how} after {}{advertised}", seconds(closed));
             if closed <= balancer {
-                Finding::new(
+                Finding::fail(
                     check,
-                    Grade::Fail,
                     measured,
                     Some(closed.as_secs_f64()),
                     format!(
@@ -57,9 +55,8 @@ pub async fn idle_keepalive(probe_of: &Probe) -> Result<Finding> {
                     ),
                 )
             } else {
-                Finding::new(
+                Finding::pass(
                     check,
-                    Grade::Pass,
                     measured,
                     Some(closed.as_secs_f64()),
                     format!(
@@ -70,9 +67,8 @@ pub async fn idle_keepalive(probe_of: &Probe) -> Result<Finding> {
                 )
             }
         }
-        None if window <= balancer => Finding::new(
+        None if window <= balancer => Finding::warn(
             check,
-            Grade::Warn,
             format!("still open at {}{advertised}", seconds(window)),
             Some(window.as_secs_f64()),
             format!(
@@ -81,9 +77,8 @@ pub async fn idle_keepalive(probe_of: &Probe) -> Result<Finding> {
                 seconds(balancer)
             ),
         ),
-        None => Finding::new(
+        None => Finding::warn(
             check,
-            Grade::Warn,
             format!("still open at {}{advertised}", seconds(window)),
             Some(window.as_secs_f64()),
             format!(
@@ -110,9 +105,8 @@ pub async fn slow_head(probe_of: &Probe) -> Result<Finding> {
     // a window shorter than that cannot tell such a timeout from none.
     let telling = probe_of.options.balancer_idle.mul_f64(1.5);
     if seen.first_action_ms().is_none() && window <= telling {
-        return Ok(Finding::new(
+        return Ok(Finding::warn(
             Check::SlowHead,
-            Grade::Warn,
             format!("still open at {}", seconds(window)),
             Some(window.as_secs_f64()),
             format!(
@@ -133,11 +127,10 @@ pub async fn slow_head(probe_of: &Probe) -> Result<Finding> {
 // ANCHOR_END: slow_head
 
 pub async fn slow_body(probe_of: &Probe) -> Result<Finding> {
-    let path = probe_of
-        .options
-        .body_path
-        .as_deref()
-        .unwrap_or(&probe_of.options.path);
+    let path = match probe_of.options.path_for(Check::SlowBody) {
+        Ok(path) => path,
+        Err(skipped) => return Ok(skipped),
+    };
     let request = format!(
         "POST {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/octet-stream\r\n\
          Content-Length: 100\r\n\r\nabc",
@@ -169,16 +162,14 @@ pub async fn slow_body(probe_of: &Probe) -> Result<Finding> {
 /// fail if it was still waiting for the client at the end.
 fn ended_in_time(check: Check, seen: &WatchOutcome, window: Duration, what: &str) -> Finding {
     match seen.first_action_ms() {
-        Some(millis) => Finding::new(
+        Some(millis) => Finding::pass(
             check,
-            Grade::Pass,
             format!("{} after {:.2} s", seen.verdict(), millis / 1000.0),
             Some(millis / 1000.0),
             format!("the server does not wait forever for {what}"),
         ),
-        None => Finding::new(
+        None => Finding::fail(
             check,
-            Grade::Fail,
             format!("still open at {}", seconds(window)),
             Some(window.as_secs_f64()),
             format!(
