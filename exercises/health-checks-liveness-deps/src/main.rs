@@ -32,26 +32,11 @@ const COMPRESSION: u64 = 20;
 const OUTAGE: Duration = Duration::from_millis(1600);
 
 fn probe(kind: ProbeKind, path: &'static str) -> KubeletProbe {
-    let (period, timeout, failures) = match kind {
-        ProbeKind::Liveness => (
-            production::LIVENESS_PERIOD_MS,
-            production::LIVENESS_TIMEOUT_MS,
-            production::LIVENESS_FAILURE_THRESHOLD,
-        ),
-        ProbeKind::Readiness => (
-            production::READINESS_PERIOD_MS,
-            production::READINESS_TIMEOUT_MS,
-            production::READINESS_FAILURE_THRESHOLD,
-        ),
+    let spec = match kind {
+        ProbeKind::Liveness => production::LIVENESS,
+        ProbeKind::Readiness => production::READINESS,
     };
-    KubeletProbe {
-        kind,
-        path,
-        period: Duration::from_millis(period / COMPRESSION),
-        timeout: Duration::from_millis(timeout / COMPRESSION),
-        failure_threshold: failures,
-        success_threshold: production::READINESS_SUCCESS_THRESHOLD,
-    }
+    spec.probe(kind, path, COMPRESSION)
 }
 
 async fn status(client: &reqwest::Client, url: &str) -> u16 {

@@ -11,7 +11,7 @@ use exercise_kit::{Exercise, Variant, Verdict, pick_async};
 use lab_health_checks::{
     app::ServiceState,
     dependency::{self, SlowWindow},
-    production::READINESS_TIMEOUT_MS,
+    production::READINESS,
 };
 use lab_kit::server::RunningServer;
 use tokio::time::Instant;
@@ -32,7 +32,7 @@ const PROBES: usize = 3;
 /// What one kubelet probe got: the status (None: timed out) and the ms it took.
 async fn kubelet_probe(client: &reqwest::Client, url: &str) -> (Option<u16>, f64) {
     let started = Instant::now();
-    let timeout = Duration::from_millis(READINESS_TIMEOUT_MS);
+    let timeout = Duration::from_millis(READINESS.timeout_ms);
     let status = match client.get(url).timeout(timeout).send().await {
         Ok(response) => Some(response.status().as_u16()),
         Err(_) => None,

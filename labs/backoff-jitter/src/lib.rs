@@ -19,9 +19,6 @@ use backoff_sim::{SimConfig, Strategy, average, simulate};
 use lab_kit::{Meta, Mode, Output};
 use serde::{Deserialize, Serialize};
 
-/// The lab's slug: its folder, chapter, data file and charts.
-pub const SLUG: &str = "backoff-jitter";
-
 /// What one run measures.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct BackoffConfig {
@@ -188,7 +185,8 @@ pub fn simulation(config: &BackoffConfig, out: &mut Output) -> Result<()> {
 
 /// The whole lab, as records on `out`.
 pub async fn run(mode: Mode, config: &BackoffConfig, out: &mut Output) -> Result<()> {
-    out.meta(Meta::describe(SLUG, mode, 1.0, config)?)?;
+    let meta = Meta::describe(lab_kit::slug!(), mode, 1.0, config)?;
+    out.meta(meta)?;
     simulation(config, out).context("the simulation sweep")?;
     live::storm(config, out)
         .await

@@ -23,9 +23,6 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::{measure::measure, setup::HandlerSetup, summary::Measured};
 
-/// The lab's slug: its folder, chapter, data file and charts.
-pub const SLUG: &str = "blocking-lag";
-
 /// What one run measures.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct BlockingConfig {
@@ -121,7 +118,8 @@ impl BlockingConfig {
 
 /// The whole lab: every setup in turn, as records on `out`.
 pub async fn run(mode: Mode, config: &BlockingConfig, out: &mut Output) -> Result<()> {
-    out.meta(Meta::describe(SLUG, mode, 1.0, config)?)?;
+    let meta = Meta::describe(lab_kit::slug!(), mode, 1.0, config)?;
+    out.meta(meta)?;
     for setup in &config.setups()? {
         eprintln!(
             "blocking-lag: {} ({}, {} x {} report)",

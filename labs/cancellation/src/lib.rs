@@ -24,9 +24,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::{db::SlowDatabase, leave::LeaveSetup, route_timeout::RouteTimeout};
 
-/// The lab's slug: its folder, chapter, data file and charts.
-pub const SLUG: &str = "cancellation";
-
 /// What one run measures. Every `_s` field is production seconds; the lab
 /// runs them divided by `time_scale`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -130,7 +127,8 @@ impl CancellationConfig {
 
 /// The whole lab, as records on `out`.
 pub async fn run(mode: Mode, config: &CancellationConfig, out: &mut Output) -> Result<()> {
-    out.meta(Meta::describe(SLUG, mode, config.time_scale, config)?)?;
+    let meta = Meta::describe(lab_kit::slug!(), mode, config.time_scale, config)?;
+    out.meta(meta)?;
     let database = Arc::new(SlowDatabase::open(config.pool_size).context("opening the database")?);
     // One case at a time: the cases' queries burn the CPU, and side by side
     // on two cores they would measure each other.

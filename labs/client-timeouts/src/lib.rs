@@ -24,9 +24,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::{downstream::Behaviour, two_phase::TwoPhase};
 
-/// The lab's slug: its folder, chapter, data file and charts.
-pub const SLUG: &str = "client-timeouts";
-
 /// What one run measures. Every `_s` field is production seconds; the lab
 /// runs them divided by `time_scale`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -124,7 +121,8 @@ pub struct Timeouts {
 
 /// The whole lab, as records on `out`.
 pub async fn run(mode: Mode, config: &ClientTimeoutsConfig, out: &mut Output) -> Result<()> {
-    out.meta(Meta::describe(SLUG, mode, config.time_scale, config)?)?;
+    let meta = Meta::describe(lab_kit::slug!(), mode, config.time_scale, config)?;
+    out.meta(meta)?;
     out.summary_of(
         "timeouts",
         &Timeouts {

@@ -23,9 +23,6 @@ use lab_kit::{
 };
 use serde::{Deserialize, Serialize};
 
-/// The lab's slug: its folder, chapter, data file and charts.
-pub const SLUG: &str = "conn-reuse";
-
 /// What one run measures.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ReuseConfig {
@@ -244,7 +241,8 @@ pub struct InFlightPoint {
 
 /// The whole lab: every setup, then the sweep, as records on `out`.
 pub async fn run(mode: Mode, config: &ReuseConfig, out: &mut Output) -> Result<()> {
-    out.meta(Meta::describe(SLUG, mode, 1.0, config)?)?;
+    let meta = Meta::describe(lab_kit::slug!(), mode, 1.0, config)?;
+    out.meta(meta)?;
     for setup in Setup::ALL {
         eprintln!(
             "conn-reuse: {} ({} x {} requests)",

@@ -1,7 +1,7 @@
 //! The connection-reuse lab in quick mode: each client setup opens the number
 //! of connections its chapter says it does.
 
-use lab_conn_reuse::{ReuseConfig, SLUG, run};
+use lab_conn_reuse::{ReuseConfig, run};
 use lab_kit::{Mode, Output, record::Point};
 
 /// The two tests run one at a time: connection counts are measured, and a
@@ -18,7 +18,7 @@ fn count(point: &Point, field: &str) -> u64 {
 async fn quick_run_shows_reuse_and_its_absence() -> anyhow::Result<()> {
     let _alone = ONE_AT_A_TIME.lock().await;
     let config = ReuseConfig::for_mode(Mode::Quick);
-    let out = Output::quick_run(SLUG, &config, run).await?;
+    let out = Output::quick_run(lab_kit::slug!(), &config, run).await?;
     let requests = config.requests as u64;
     let in_flight = config.in_flight as u64;
     let summary = |series: &str| {

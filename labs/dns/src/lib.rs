@@ -24,9 +24,6 @@ use anyhow::{Context, Result};
 use lab_kit::{Meta, Mode, Output};
 use serde::{Deserialize, Serialize};
 
-/// The lab's slug: its folder, chapter, data file and charts.
-pub const SLUG: &str = "dns";
-
 /// What one run measures. Times are real (the lab compresses nothing but
 /// the TTLs and ages of part 5, which say so).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -107,7 +104,8 @@ const PART_FAMILIES: &str = "part 4, address families and Happy Eyeballs";
 
 /// The whole lab, as records on `out`.
 pub async fn run(mode: Mode, config: &DnsConfig, out: &mut Output) -> Result<()> {
-    out.meta(Meta::describe(SLUG, mode, 1.0, config)?)?;
+    let meta = Meta::describe(lab_kit::slug!(), mode, 1.0, config)?;
+    out.meta(meta)?;
     let system = families::system_localhost().await?;
     out.summary_of("system/localhost", &system)?;
     let lookups = part(out, PART_LOOKUPS, per_request::run_lookups(config)).await?;

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use lab_kit::{Meta, Mode, Output};
+use lab_server_timeouts::HARDENED;
 use serde::{Deserialize, Serialize};
 
 use crate::{
@@ -16,11 +17,8 @@ use crate::{
     compare,
     finding::{Check, Finding, Grade},
     options::Options,
-    services::{PATHS, Service, production},
+    services::{PATHS, Service},
 };
-
-/// The lab's slug: its folder, chapter, data file and charts.
-pub const SLUG: &str = "doctor";
 
 /// What one run measures.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -63,9 +61,9 @@ impl DoctorConfig {
         args.push("--".into());
         args.extend(command);
         let mut options = crate::options::parse(&args).expect("the lab's own arguments parse");
-        options.balancer_idle = at_scale(production::BALANCER_IDLE_S);
+        options.balancer_idle = at_scale(HARDENED.balancer_idle_s);
         options.window = if compressed {
-            at_scale(production::WINDOW_S)
+            at_scale(HARDENED.window_s)
         } else {
             Duration::from_secs_f64(self.node_window_s)
         };
@@ -166,7 +164,8 @@ impl ComparisonRow {
 }
 
 pub async fn run(mode: Mode, config: &DoctorConfig, out: &mut Output) -> Result<()> {
-    out.meta(Meta::describe(SLUG, mode, config.time_scale, config)?)?;
+    let meta = Meta::describe(lab_kit::slug!(), mode, config.time_scale, config)?;
+    out.meta(meta)?;
     // Beside the servers: it waits on nginx's timer, not on the CPU.
     let (comparison, servers) = tokio::join!(compare::run(), servers(config, out));
     servers?;

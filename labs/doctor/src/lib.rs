@@ -20,7 +20,7 @@ pub mod services;
 
 pub use crate::{
     finding::{Check, Finding, Grade},
-    lab::{DoctorConfig, SLUG, run},
+    lab::{DoctorConfig, run},
     options::{Options, Target},
     report::Report,
 };

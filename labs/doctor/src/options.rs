@@ -19,24 +19,32 @@ pub enum Target {
     Command { port: u16, command: Vec<String> },
 }
 
+/// The routes the checks request, one flag each.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Paths {
+    /// `--path`, an ordinary, fast path: the idle client's request, the canary.
+    pub fast: String,
+    /// `--body-path`, a route that reads a request body (default: `fast`).
+    pub body: Option<String>,
+    /// `--read-path`, a route with a large answer, for the slow read (default: `fast`).
+    pub read: Option<String>,
+    /// `--slow-path`, a slow route: the handler deadline check.
+    pub slow: Option<String>,
+    /// `--heavy-path`, a route that does heavy work: the blocked-runtime check.
+    pub heavy: Option<String>,
+    /// `--load-path`, a route with limited capacity: the overload check.
+    pub load: Option<String>,
+    /// `--ready-path`, the readiness route the shutdown check polls.
+    pub ready: String,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Options {
     pub target: Target,
     /// The checks to run, in the report's order.
     pub checks: Vec<Check>,
-    /// An ordinary, fast path: the idle client's request, the canary.
-    pub path: String,
-    /// A path that reads a request body (default: `path`).
-    pub body_path: Option<String>,
-    /// A path with a large answer, for the slow read (default: `path`).
-    pub read_path: Option<String>,
-    /// A path that is slow: the handler deadline check.
-    pub slow_path: Option<String>,
-    /// A path that does heavy work: the blocked-runtime check.
-    pub heavy_path: Option<String>,
-    /// A path with limited capacity: the overload check.
-    pub load_path: Option<String>,
-    pub ready_path: String,
+    /// The routes the checks request (the usage's "Paths").
+    pub paths: Paths,
     /// The idle timeout of the balancer in front (AWS ALB's default: 60 s).
     pub balancer_idle: Duration,
     /// How long the watching checks watch, and the handler deadline waits.
@@ -51,24 +59,21 @@ pub struct Options {
     pub allow_remote: bool,
 }
 
-impl Options {
+impl Paths {
     /// The path `check` requests: its own flag's, `--path` where that flag
     /// defaults to it, or the finding that skips the check when the route it
     /// needs was not given. The one place that knows which flag feeds which
     /// check.
-    pub fn path_for(&self, check: Check) -> Result<&str, Finding> {
+    pub fn for_check(&self, check: Check) -> Result<&str, Finding> {
         let (given, needed) = match check {
-            Check::SlowBody => return Ok(self.body_path.as_deref().unwrap_or(&self.path)),
-            Check::SlowRead => return Ok(self.read_path.as_deref().unwrap_or(&self.path)),
-            Check::HandlerDeadline => (&self.slow_path, "--slow-path a slow route"),
-            Check::BlockedRuntime => (
-                &self.heavy_path,
-                "--heavy-path a route that does heavy work",
-            ),
+            Check::SlowBody => return Ok(self.body.as_deref().unwrap_or(&self.fast)),
+            Check::SlowRead => return Ok(self.read.as_deref().unwrap_or(&self.fast)),
+            Check::HandlerDeadline => (&self.slow, "--slow-path a slow route"),
+            Check::BlockedRuntime => (&self.heavy, "--heavy-path a route that does heavy work"),
             Check::Overload | Check::RetryAfter => {
-                (&self.load_path, "--load-path a route with limited capacity")
+                (&self.load, "--load-path a route with limited capacity")
             }
-            Check::IdleKeepAlive | Check::SlowHead | Check::Shutdown => return Ok(&self.path),
+            Check::IdleKeepAlive | Check::SlowHead | Check::Shutdown => return Ok(&self.fast),
         };
         given
             .as_deref()
@@ -173,13 +178,15 @@ pub fn parse(args: &[String]) -> Result<Options> {
     let mut options = Options {
         target: Target::Listening(String::new()),
         checks: Vec::new(),
-        path: "/".into(),
-        body_path: None,
-        read_path: None,
-        slow_path: None,
-        heavy_path: None,
-        load_path: None,
-        ready_path: "/readyz".into(),
+        paths: Paths {
+            fast: "/".into(),
+            body: None,
+            read: None,
+            slow: None,
+            heavy: None,
+            load: None,
+            ready: "/readyz".into(),
+        },
         balancer_idle: Duration::from_secs(60),
         window: Duration::from_secs(45),
         caller_timeout: Duration::from_secs(1),
@@ -206,13 +213,13 @@ pub fn parse(args: &[String]) -> Result<Options> {
         };
         let time = || duration(flag.value).with_context(|| flag.name.to_string());
         match flag.name {
-            "--path" => options.path = path()?,
-            "--body-path" => options.body_path = Some(path()?),
-            "--read-path" => options.read_path = Some(path()?),
-            "--slow-path" => options.slow_path = Some(path()?),
-            "--heavy-path" => options.heavy_path = Some(path()?),
-            "--load-path" => options.load_path = Some(path()?),
-            "--ready-path" => options.ready_path = path()?,
+            "--path" => options.paths.fast = path()?,
+            "--body-path" => options.paths.body = Some(path()?),
+            "--read-path" => options.paths.read = Some(path()?),
+            "--slow-path" => options.paths.slow = Some(path()?),
+            "--heavy-path" => options.paths.heavy = Some(path()?),
+            "--load-path" => options.paths.load = Some(path()?),
+            "--ready-path" => options.paths.ready = path()?,
             "--balancer-idle" => options.balancer_idle = time()?,
             "--window" => options.window = time()?,
             "--caller-timeout" => options.caller_timeout = time()?,

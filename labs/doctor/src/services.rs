@@ -35,6 +35,7 @@ use axum::{
 use hyper_util::{rt::TokioIo, server::graceful::GracefulShutdown, service::TowerToHyperService};
 use lab_kit::stream::{HookedStream, StreamHook};
 use lab_kit::{flags::Flags, server::http1_builder};
+use lab_server_timeouts::HARDENED;
 use tokio::{
     net::{TcpListener, TcpStream},
     sync::Semaphore,
@@ -52,20 +53,10 @@ lab_kit::series! {
     }
 }
 
-/// Production settings of the hardened service, in seconds.
-pub mod production {
-    /// Above the balancer's 60 s idle timeout (hyper's header read timer is
-    /// also its idle timer).
-    pub const HEADER_READ_S: f64 = 90.0;
-    pub const BODY_S: f64 = 10.0;
-    pub const HANDLER_DEADLINE_S: f64 = 15.0;
-    /// A client that reads nothing for this long is dropped.
-    pub const WRITE_S: f64 = 30.0;
-    /// The idle timeout of the balancer in front (AWS ALB's default).
-    pub const BALANCER_IDLE_S: f64 = 60.0;
-    /// How long the doctor watches: past the header read timeout.
-    pub const WINDOW_S: f64 = 110.0;
-}
+/// The hardened service runs the server-timeouts chapter's timeouts
+/// (`HARDENED`, in production seconds) and, since hyper has none, a write
+/// timeout: a client that reads nothing for this long is dropped.
+pub const WRITE_S: f64 = 30.0;
 
 /// Real (not compressed) numbers: CPU work and the database pool.
 pub const REPORT_CPU: Duration = Duration::from_millis(300);
@@ -315,7 +306,6 @@ async fn serve_stock(listener: TcpListener) -> Result<()> {
 
 // ANCHOR: hardened
 async fn serve_hardened(listener: TcpListener, scale: f64) -> Result<()> {
-    use production::*;
     let at_scale = |seconds: f64| Duration::from_secs_f64(seconds / scale);
     let shared = shared(true);
     let app = routes(shared.clone())
@@ -323,10 +313,10 @@ async fn serve_hardened(listener: TcpListener, scale: f64) -> Result<()> {
             StatusCode::SERVICE_UNAVAILABLE,
             // The report's CPU time is real, not compressed: a deadline
             // compressed below it would cut every report.
-            at_scale(HANDLER_DEADLINE_S).max(MIN_DEADLINE),
+            at_scale(HARDENED.handler_deadline_s).max(MIN_DEADLINE),
         ))
-        .layer(RequestBodyTimeoutLayer::new(at_scale(BODY_S)));
-    let builder = http1_builder(Some(at_scale(HEADER_READ_S)));
+        .layer(RequestBodyTimeoutLayer::new(at_scale(HARDENED.body_s)));
+    let builder = http1_builder(Some(at_scale(HARDENED.header_read_s)));
     let write_limit = at_scale(WRITE_S);
     let graceful = GracefulShutdown::new();
     let serve = |stream: TcpStream| {

@@ -44,8 +44,8 @@ impl Default for FleetConfig {
             db_slow_from_s: 60,
             db_slow_until_s: 150,
             // The same Kubernetes liveness defaults the measured probers use.
-            probe_period_s: (crate::production::LIVENESS_PERIOD_MS / 1000) as u32,
-            failure_threshold: crate::production::LIVENESS_FAILURE_THRESHOLD,
+            probe_period_s: (crate::production::LIVENESS.period_ms / 1000) as u32,
+            failure_threshold: crate::production::LIVENESS.failure_threshold,
             restart_s: 30,
             reconnect_storm_s: 20,
         }

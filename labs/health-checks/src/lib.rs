@@ -22,22 +22,51 @@ use anyhow::{Context, Result};
 use lab_kit::{Meta, Mode, Output};
 use serde::{Deserialize, Serialize};
 
-/// The lab's slug: its folder, chapter, data file and charts.
-pub const SLUG: &str = "health-checks";
-
 /// The production values the lab's timings are scaled down from, in ms.
 pub mod production {
+    use std::time::Duration;
+
+    use crate::kubelet::{KubeletProbe, ProbeKind};
+
+    /// One probe's timing as a pod spec declares it, in production ms.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct ProbeSpec {
+        pub period_ms: u64,
+        pub timeout_ms: u64,
+        pub failure_threshold: u32,
+        pub success_threshold: u32,
+    }
+
+    impl ProbeSpec {
+        /// The probe on `path`, its times divided by `compression`.
+        pub fn probe(self, kind: ProbeKind, path: &'static str, compression: u64) -> KubeletProbe {
+            KubeletProbe {
+                kind,
+                path,
+                period: Duration::from_millis(self.period_ms / compression),
+                timeout: Duration::from_millis(self.timeout_ms / compression),
+                failure_threshold: self.failure_threshold,
+                success_threshold: self.success_threshold,
+            }
+        }
+    }
+
     /// Liveness: Kubernetes' defaults (`periodSeconds: 10`,
-    /// `timeoutSeconds: 1`, `failureThreshold: 3`).
-    pub const LIVENESS_PERIOD_MS: u64 = 10_000;
-    pub const LIVENESS_TIMEOUT_MS: u64 = 1_000;
-    pub const LIVENESS_FAILURE_THRESHOLD: u32 = 3;
+    /// `timeoutSeconds: 1`, `failureThreshold: 3`, `successThreshold: 1`,
+    /// which liveness requires).
+    pub const LIVENESS: ProbeSpec = ProbeSpec {
+        period_ms: 10_000,
+        timeout_ms: 1_000,
+        failure_threshold: 3,
+        success_threshold: 1,
+    };
     /// Readiness: every 5 s, with hysteresis: three failures take the pod
     /// out, two successes put it back.
-    pub const READINESS_PERIOD_MS: u64 = 5_000;
-    pub const READINESS_TIMEOUT_MS: u64 = 1_000;
-    pub const READINESS_FAILURE_THRESHOLD: u32 = 3;
-    pub const READINESS_SUCCESS_THRESHOLD: u32 = 2;
+    pub const READINESS: ProbeSpec = ProbeSpec {
+        period_ms: 5_000,
+        success_threshold: 2,
+        ..LIVENESS
+    };
     /// A query while the dependency is slow (5 ms when it is not).
     pub const SLOW_QUERY_MS: u64 = 3_000;
     /// The incident: the dependency is slow from here to there, 90 s. Both
@@ -50,11 +79,11 @@ pub mod production {
 
     // The mechanism the lab shows needs these; checked when the crate compiles.
     const _: () = assert!(
-        SLOW_QUERY_MS > LIVENESS_TIMEOUT_MS && SLOW_QUERY_MS > READINESS_TIMEOUT_MS,
+        SLOW_QUERY_MS > LIVENESS.timeout_ms && SLOW_QUERY_MS > READINESS.timeout_ms,
         "a slow query must outlast the probes' timeouts"
     );
     const _: () = assert!(
-        LIVENESS_TIMEOUT_MS < LIVENESS_PERIOD_MS && READINESS_TIMEOUT_MS < READINESS_PERIOD_MS,
+        LIVENESS.timeout_ms < LIVENESS.period_ms && READINESS.timeout_ms < READINESS.period_ms,
         "a probe ends before the next one starts"
     );
     const _: () = assert!(SLOW_FROM_MS < SLOW_UNTIL_MS && SLOW_UNTIL_MS < DURATION_MS);
@@ -98,13 +127,13 @@ impl HealthConfig {
         use production::*;
         HealthConfig {
             time_scale: time_scale as f64,
-            liveness_period_ms: scaled(LIVENESS_PERIOD_MS),
-            liveness_timeout_ms: scaled(LIVENESS_TIMEOUT_MS),
-            liveness_failure_threshold: LIVENESS_FAILURE_THRESHOLD,
-            readiness_period_ms: scaled(READINESS_PERIOD_MS),
-            readiness_timeout_ms: scaled(READINESS_TIMEOUT_MS),
-            readiness_failure_threshold: READINESS_FAILURE_THRESHOLD,
-            readiness_success_threshold: READINESS_SUCCESS_THRESHOLD,
+            liveness_period_ms: scaled(LIVENESS.period_ms),
+            liveness_timeout_ms: scaled(LIVENESS.timeout_ms),
+            liveness_failure_threshold: LIVENESS.failure_threshold,
+            readiness_period_ms: scaled(READINESS.period_ms),
+            readiness_timeout_ms: scaled(READINESS.timeout_ms),
+            readiness_failure_threshold: READINESS.failure_threshold,
+            readiness_success_threshold: READINESS.success_threshold,
             slow_query_ms: scaled(SLOW_QUERY_MS),
             dependency_slow_from_ms: scaled(SLOW_FROM_MS),
             dependency_slow_until_ms: scaled(SLOW_UNTIL_MS),
@@ -116,7 +145,8 @@ impl HealthConfig {
 
 /// The whole lab: the probes against a slow dependency, then the fleet.
 pub async fn run(mode: Mode, config: &HealthConfig, out: &mut Output) -> Result<()> {
-    out.meta(Meta::describe(SLUG, mode, config.time_scale, config)?)?;
+    let meta = Meta::describe(lab_kit::slug!(), mode, config.time_scale, config)?;
+    out.meta(meta)?;
     eprintln!(
         "health-checks: probing a service whose dependency is slow for {} ms of {} ms",
         config.dependency_slow_until_ms - config.dependency_slow_from_ms,

@@ -7,7 +7,7 @@
 //! plus one period; a fast probe gets twice the quick mode's timeout and a
 //! slow query stays well above that.
 
-use lab_health_checks::{HealthConfig, LivenessCheck, SLUG, run};
+use lab_health_checks::{HealthConfig, LivenessCheck, run};
 use lab_kit::{Mode, Output, Series};
 
 fn number(out: &Output, series: &str, field: &str) -> f64 {
@@ -28,7 +28,7 @@ fn config() -> HealthConfig {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_quick_run_measures_what_each_probe_decides() -> anyhow::Result<()> {
     let config = config();
-    let out = Output::quick_run(SLUG, &config, run).await?;
+    let out = Output::quick_run(lab_kit::slug!(), &config, run).await?;
     assert_eq!(
         out.meta_record().map(|meta| meta.time_scale),
         Some(config.time_scale)

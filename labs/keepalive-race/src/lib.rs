@@ -34,12 +34,10 @@ pub use crate::{
     who_closes_first::{Reuse, reuse_after, who_closes_first},
 };
 
-/// The lab's slug: its folder, chapter, data file and charts.
-pub const SLUG: &str = "keepalive-race";
-
 /// Every experiment, as records on `out`.
 pub async fn run(mode: Mode, config: &KeepaliveConfig, out: &mut Output) -> Result<()> {
-    out.meta(Meta::describe(SLUG, mode, config.time_scale, config)?)?;
+    let meta = Meta::describe(lab_kit::slug!(), mode, config.time_scale, config)?;
+    out.meta(meta)?;
     eprintln!(
         "keepalive-race: time compressed {}x (a 60 s timeout runs as {:?})",
         config.time_scale,

@@ -40,3 +40,13 @@ pub mod together;
 pub use cli::Mode;
 pub use record::{Fields, Meta, Output, Point, Record, Series, Value};
 pub use settings::Settings;
+
+/// The slug of the lab this is expanded in (its folder, chapter, data file
+/// and charts): its package name, `lab-<slug>`, without the prefix. The
+/// package name is the one place a lab's slug is written.
+#[macro_export]
+macro_rules! slug {
+    () => {
+        $crate::manifest::slug_of(env!("CARGO_PKG_NAME"))
+    };
+}

@@ -85,6 +85,14 @@ struct LabMetadata {
     side_by_side: bool,
 }
 
+/// A lab's slug from its package name: `lab-conn-reuse` is `conn-reuse`.
+pub fn slug_of(package: &str) -> &str {
+    package.strip_prefix(LAB_PREFIX).unwrap_or(package)
+}
+
+/// What every lab's package name starts with.
+const LAB_PREFIX: &str = "lab-";
+
 impl LabInfo {
     /// Reads a manifest's text. `Ok(None)`: a package, but not a lab (no
     /// `[package.metadata.lab]`).
@@ -93,7 +101,7 @@ impl LabInfo {
         let Some(lab) = package.metadata else {
             return Ok(None);
         };
-        let Some(slug) = package.name.strip_prefix("lab-") else {
+        let Some(slug) = package.name.strip_prefix(LAB_PREFIX) else {
             bail!(
                 "package {:?} has [package.metadata.lab] but is not named lab-<slug>",
                 package.name
@@ -126,6 +134,19 @@ impl LabInfo {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_slug_is_the_package_name_without_its_prefix() {
+        assert_eq!(slug_of("lab-conn-reuse"), "conn-reuse");
+        // Expanded in this crate, the macro reads this crate's name.
+        assert_eq!(crate::slug!(), "kit");
+        let read = LabInfo::from_manifest(
+            "[package]\nname = \"lab-demo\"\n\n[package.metadata.lab]\ntitle = \"Demo\"\n\
+             quick-budget = 1\nfull-budget = 2\n",
+        )
+        .expect("a lab manifest");
+        assert_eq!(read.slug, slug_of("lab-demo"));
+    }
 
     #[test]
     fn reads_any_metadata_table_and_leaves_the_others() {

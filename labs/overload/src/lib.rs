@@ -21,9 +21,6 @@ use anyhow::{Context, Result};
 use lab_kit::{Meta, Mode, Output, stats::LatencySummary};
 use serde::{Deserialize, Serialize};
 
-/// The lab's slug: its folder, chapter, data file and charts.
-pub const SLUG: &str = "overload";
-
 /// What one run measures. Every `_s` and `_ms` field is production time; the
 /// lab runs it divided by `time_scale`, and so multiplies every rate by it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -150,7 +147,8 @@ pub fn in_production(summary: LatencySummary, time_scale: f64) -> LatencySummary
 
 /// The whole lab, as records on `out`.
 pub async fn run(mode: Mode, config: &OverloadConfig, out: &mut Output) -> Result<()> {
-    out.meta(Meta::describe(SLUG, mode, config.time_scale, config)?)?;
+    let meta = Meta::describe(lab_kit::slug!(), mode, config.time_scale, config)?;
+    out.meta(meta)?;
     eprintln!(
         "overload: bulkheads ({} setups, side by side)",
         bulkhead::Bulkhead::ALL.len()

@@ -24,8 +24,27 @@ pub use crate::{
     stalled_client::{StalledClient, watch},
 };
 
-/// The lab's slug: its folder, chapter, data file and charts.
-pub const SLUG: &str = "server-timeouts";
+/// The hardened server's timeouts, in production seconds: the values this
+/// chapter recommends, which the doctor's hardened service runs too.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Hardened {
+    /// The idle timeout of the balancer in front (AWS ALB's default: 60 s).
+    pub balancer_idle_s: f64,
+    /// Above the balancer's: hyper's header read timer is also its idle timer.
+    pub header_read_s: f64,
+    pub body_s: f64,
+    pub handler_deadline_s: f64,
+    /// How long a watch lasts: past the header read timeout.
+    pub window_s: f64,
+}
+
+pub const HARDENED: Hardened = Hardened {
+    balancer_idle_s: 60.0,
+    header_read_s: 90.0,
+    body_s: 10.0,
+    handler_deadline_s: 15.0,
+    window_s: 110.0,
+};
 
 /// What one run measures. Durations named `*_s` are production seconds; the
 /// lab runs them divided by `time_scale`.
@@ -58,12 +77,12 @@ impl ServerTimeoutsConfig {
     pub fn for_mode(mode: Mode) -> ServerTimeoutsConfig {
         ServerTimeoutsConfig {
             time_scale: mode.pick(50.0, 10.0),
-            balancer_idle_s: 60.0,
+            balancer_idle_s: HARDENED.balancer_idle_s,
             hyper_header_read_s: 30.0,
-            hardened_header_read_s: 90.0,
-            body_timeout_s: 10.0,
-            handler_deadline_s: 15.0,
-            window_s: 110.0,
+            hardened_header_read_s: HARDENED.header_read_s,
+            body_timeout_s: HARDENED.body_s,
+            handler_deadline_s: HARDENED.handler_deadline_s,
+            window_s: HARDENED.window_s,
             real_default_window_s: mode.pick(0.0, 40.0),
         }
     }
@@ -108,7 +127,8 @@ impl ServerTimeoutsConfig {
 
 /// The experiment, as records on `out`.
 pub async fn run(mode: Mode, config: &ServerTimeoutsConfig, out: &mut Output) -> Result<()> {
-    out.meta(Meta::describe(SLUG, mode, config.time_scale, config)?)?;
+    let meta = Meta::describe(lab_kit::slug!(), mode, config.time_scale, config)?;
+    out.meta(meta)?;
     eprintln!(
         "server-timeouts: time compressed {}x (a 60 s timeout runs as {:?}); watching each \
          connection for {} s of production time",

@@ -36,13 +36,11 @@ use lab_kit::{Meta, Mode, Output, Series, net::closed_loopback_port};
 
 use crate::{probe_report::ShutdownProbeReport, server::ShutdownStyle};
 
-/// The lab's slug: its folder, chapter, data file and charts.
-pub const SLUG: &str = "shutdown-drain";
-
 /// The whole lab: every deploy as timeline samples and a summary, then the
 /// probe on the lab's own server, with and without a SIGTERM handler.
 pub async fn run(mode: Mode, config: &ShutdownConfig, out: &mut Output) -> Result<()> {
-    out.meta(Meta::describe(SLUG, mode, config.time_scale, config)?)?;
+    let meta = Meta::describe(lab_kit::slug!(), mode, config.time_scale, config)?;
+    out.meta(meta)?;
     ensure!(
         config.hard_deadline_ms < config.termination_grace_ms,
         "the hard deadline must be below the orchestrator's grace period"

@@ -13,7 +13,7 @@ const NOT_SLOW: Duration = Duration::from_secs(1);
 
 pub async fn handler_deadline(probe_of: &Probe) -> Result<Finding> {
     let check = Check::HandlerDeadline;
-    let path = match probe_of.options.path_for(check) {
+    let path = match probe_of.options.paths.for_check(check) {
         Ok(path) => path,
         Err(skipped) => return Ok(skipped),
     };

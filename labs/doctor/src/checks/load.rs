@@ -13,7 +13,7 @@ use lab_kit::stats::{Latencies, LatencySummary};
 use tokio::task::JoinSet;
 
 use super::Probe;
-use crate::finding::{Check, Finding, seconds};
+use crate::finding::{Check, Finding, Grade, seconds};
 
 fn summary(took: impl Iterator<Item = Duration>) -> LatencySummary {
     let mut latencies = Latencies::default();
@@ -41,7 +41,7 @@ const CANARY_EVERY: Duration = Duration::from_millis(10);
 /// Times a canary, sequentially, until `stop` is set: (start, latency).
 async fn canary(probe_of: &Probe, stop: Arc<Mutex<bool>>) -> Result<Vec<(Instant, Duration)>> {
     let client = probe_of.client()?;
-    let url = probe_of.url(&probe_of.options.path);
+    let url = probe_of.url(&probe_of.options.paths.fast);
     let mut seen = Vec::new();
     while !*stop.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) {
         let started = Instant::now();
@@ -61,7 +61,7 @@ async fn canary(probe_of: &Probe, stop: Arc<Mutex<bool>>) -> Result<Vec<(Instant
 // ANCHOR: blocked
 pub async fn blocked_runtime(probe_of: &Probe) -> Result<Finding> {
     let check = Check::BlockedRuntime;
-    let heavy = match probe_of.options.path_for(check) {
+    let heavy = match probe_of.options.paths.for_check(check) {
         Ok(path) => path.to_owned(),
         Err(skipped) => return Ok(skipped),
     };
@@ -105,45 +105,32 @@ pub async fn blocked_runtime(probe_of: &Probe) -> Result<Finding> {
         during_max.as_secs_f64() * 1000.0,
         quiet_max.as_secs_f64() * 1000.0
     );
-    if quiet_max >= STALL_FLOOR {
-        return Ok(Finding::warn(
-            check,
-            measured,
-            Some(during_max.as_secs_f64()),
-            format!(
-                "the cheap path was already slow before the burst (up to {}), so a stall \
-                 cannot be told from its usual pace: point --path at a cheap route",
-                seconds(quiet_max)
-            ),
-        ));
-    }
-    if answered == 0 {
-        return Ok(Finding::warn(
-            check,
-            measured,
-            Some(during_max.as_secs_f64()),
-            format!("none of the {BURST} requests to {heavy} got an answer within the window"),
-        ));
-    }
-    Ok(if during_max >= limit {
-        Finding::fail(
-            check,
-            measured,
-            Some(during_max.as_secs_f64()),
-            format!(
-                "a cheap request waited while {heavy} ran ({} for the burst): the heavy work \
-                 holds the runtime's threads (move it to spawn_blocking or a pool of its own)",
-                seconds(burst_took)
-            ),
-        )
+    // Every outcome reports the same measurement; only the grade and the
+    // sentence differ.
+    let (grade, why) = if quiet_max >= STALL_FLOOR {
+        let why = format!(
+            "the cheap path was already slow before the burst (up to {}), so a stall cannot \
+             be told from its usual pace: point --path at a cheap route",
+            seconds(quiet_max)
+        );
+        (Grade::Warn, why)
+    } else if answered == 0 {
+        let why =
+            format!("none of the {BURST} requests to {heavy} got an answer within the window");
+        (Grade::Warn, why)
+    } else if during_max >= limit {
+        let why = format!(
+            "a cheap request waited while {heavy} ran ({} for the burst): the heavy work holds \
+             the runtime's threads (move it to spawn_blocking or a pool of its own)",
+            seconds(burst_took)
+        );
+        (Grade::Fail, why)
     } else {
-        Finding::pass(
-            check,
-            measured,
-            Some(during_max.as_secs_f64()),
-            format!("cheap requests kept their pace while {heavy} ran"),
-        )
-    })
+        let why = format!("cheap requests kept their pace while {heavy} ran");
+        (Grade::Pass, why)
+    };
+    let value = Some(during_max.as_secs_f64());
+    Ok(Finding::new(check, grade, measured, value, why))
 }
 // ANCHOR_END: blocked
 
@@ -221,7 +208,7 @@ fn sheds(call: &Call) -> bool {
 /// The overload finding and the Retry-After finding, from one ramp.
 pub async fn overload(probe_of: &Probe) -> Result<(Finding, Finding)> {
     let options = &probe_of.options;
-    let path = match options.path_for(Check::Overload) {
+    let path = match options.paths.for_check(Check::Overload) {
         Ok(path) => path.to_owned(),
         Err(skipped) => {
             let why = "the overload check was skipped: no --load-path";

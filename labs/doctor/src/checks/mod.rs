@@ -135,7 +135,7 @@ pub async fn run(options: &Options, progress: &dyn Progress) -> Result<Vec<Findi
             )
         }
     };
-    first_answer(addr, &host, &options.path).await?;
+    first_answer(addr, &host, &options.paths.fast).await?;
     let probe_of = Probe {
         addr,
         host,

@@ -22,14 +22,15 @@ pub async fn shutdown(probe_of: &Probe) -> Result<Finding> {
     let options = &probe_of.options;
     let config = ShutdownProbeConfig {
         port: *port,
-        path: options.path.clone(),
-        ready_path: options.ready_path.clone(),
+        path: options.paths.fast.clone(),
+        ready_path: options.paths.ready.clone(),
         // In flight at SIGTERM: work that takes a while but ends (the slow
         // path may never end, and a deadline's 503 is not a completion).
         slow_path: options
-            .heavy_path
+            .paths
+            .heavy
             .clone()
-            .unwrap_or_else(|| options.path.clone()),
+            .unwrap_or_else(|| options.paths.fast.clone()),
         in_flight: 3,
         grace: options.grace,
         start_timeout: std::time::Duration::from_secs(10),

@@ -30,7 +30,7 @@ const MOST_REMOTE: usize = 4_096;
 
 // ANCHOR: slow_read
 pub async fn slow_read(probe_of: &Probe) -> Result<Finding> {
-    let path = match probe_of.options.path_for(Check::SlowRead) {
+    let path = match probe_of.options.paths.for_check(Check::SlowRead) {
         Ok(path) => path,
         Err(skipped) => return Ok(skipped),
     };

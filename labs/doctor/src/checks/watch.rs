@@ -10,7 +10,7 @@ use lab_keepalive_race::probe::{IdleProbeConfig, probe};
 use lab_server_timeouts::stalled_client::{WatchOutcome, watch_request};
 
 use super::Probe;
-use crate::finding::{Check, Finding, seconds};
+use crate::finding::{Check, Finding, Grade, seconds};
 
 /// An answer that comes this fast did not wait for the rest of the body.
 const AT_ONCE: Duration = Duration::from_millis(250);
@@ -21,7 +21,7 @@ pub async fn idle_keepalive(probe_of: &Probe) -> Result<Finding> {
     let window = probe_of.options.window;
     let mut config = IdleProbeConfig::new(probe_of.addr, window);
     config.host = probe_of.host.clone();
-    config.path = probe_of.options.path.clone();
+    config.path = probe_of.options.paths.fast.clone();
     let report = probe(&config).await?;
     let advertised = match report.advertised_s {
         Some(hint) => format!(" (it advertises Keep-Alive: timeout={hint})"),
@@ -42,52 +42,42 @@ pub async fn idle_keepalive(probe_of: &Probe) -> Result<Finding> {
             let closed = Duration::from_secs_f64(millis / 1000.0);
             let how = report.how.unwrap_or("closed");
             let measured = format!("{how} after {}{advertised}", seconds(closed));
-            if closed <= balancer {
-                Finding::fail(
-                    check,
-                    measured,
-                    Some(closed.as_secs_f64()),
-                    format!(
-                        "it closes idle connections before the balancer's {} idle timeout, so \
-                         the balancer can send a request onto a connection the server is \
-                         closing: a 502 (set its idle timeout above the balancer's)",
-                        seconds(balancer)
-                    ),
+            let (grade, why) = if closed <= balancer {
+                let why = format!(
+                    "it closes idle connections before the balancer's {} idle timeout, so the \
+                     balancer can send a request onto a connection the server is closing: a \
+                     502 (set its idle timeout above the balancer's)",
+                    seconds(balancer)
+                );
+                (Grade::Fail, why)
+            } else {
+                let why = format!(
+                    "later than the balancer's {} idle timeout, so the balancer closes first; \
+                     and it does reclaim idle connections itself",
+                    seconds(balancer)
+                );
+                (Grade::Pass, why)
+            };
+            Finding::new(check, grade, measured, Some(closed.as_secs_f64()), why)
+        }
+        None => {
+            let why = if window <= balancer {
+                format!(
+                    "the balancer's {} idle timeout is beyond this run's window: run with \
+                     --window above it to know whether the server closes first",
+                    seconds(balancer)
                 )
             } else {
-                Finding::pass(
-                    check,
-                    measured,
-                    Some(closed.as_secs_f64()),
-                    format!(
-                        "later than the balancer's {} idle timeout, so the balancer closes \
-                         first; and it does reclaim idle connections itself",
-                        seconds(balancer)
-                    ),
+                format!(
+                    "safe behind a balancer with a {} idle timeout, but the server may never \
+                     reclaim an idle connection itself: each one holds a socket and a task \
+                     (axum::serve has no idle timeout)",
+                    seconds(balancer)
                 )
-            }
+            };
+            let measured = format!("still open at {}{advertised}", seconds(window));
+            Finding::warn(check, measured, Some(window.as_secs_f64()), why)
         }
-        None if window <= balancer => Finding::warn(
-            check,
-            format!("still open at {}{advertised}", seconds(window)),
-            Some(window.as_secs_f64()),
-            format!(
-                "the balancer's {} idle timeout is beyond this run's window: run with --window \
-                 above it to know whether the server closes first",
-                seconds(balancer)
-            ),
-        ),
-        None => Finding::warn(
-            check,
-            format!("still open at {}{advertised}", seconds(window)),
-            Some(window.as_secs_f64()),
-            format!(
-                "safe behind a balancer with a {} idle timeout, but the server may never \
-                 reclaim an idle connection itself: each one holds a socket and a task \
-                 (axum::serve has no idle timeout)",
-                seconds(balancer)
-            ),
-        ),
     })
 }
 // ANCHOR_END: idle
@@ -96,7 +86,7 @@ pub async fn idle_keepalive(probe_of: &Probe) -> Result<Finding> {
 pub async fn slow_head(probe_of: &Probe) -> Result<Finding> {
     let request = format!(
         "GET {} HTTP/1.1\r\nHost: {}\r\n",
-        probe_of.options.path, probe_of.host
+        probe_of.options.paths.fast, probe_of.host
     );
     let window = probe_of.options.window;
     let seen = watch_request(probe_of.addr, request.as_bytes(), false, window).await?;
@@ -127,7 +117,7 @@ pub async fn slow_head(probe_of: &Probe) -> Result<Finding> {
 // ANCHOR_END: slow_head
 
 pub async fn slow_body(probe_of: &Probe) -> Result<Finding> {
-    let path = match probe_of.options.path_for(Check::SlowBody) {
+    let path = match probe_of.options.paths.for_check(Check::SlowBody) {
         Ok(path) => path,
         Err(skipped) => return Ok(skipped),
     };
