@@ -1,9 +1,9 @@
 //! The check: serves a work route on 127.0.0.1 (the doctor's hardened
 //! pool: 4 slots of 100 ms, at most 4 callers waiting) that answers with
-//! the piece's refusal when the pool sheds, and runs the doctor's own overload check on
-//! it: a ramp of closed-loop callers, 4, then 16 at a time, each giving up
-//! after 1 s. From the same ramp the doctor grades the Retry-After of every
-//! 503 it got; both findings must pass.
+//! the piece's refusal when the pool sheds, and runs the doctor's own
+//! overload check on it: a ramp of closed-loop callers, 4, then 16 at a
+//! time, each giving up after 1 s. From the same ramp the doctor grades the
+//! Retry-After of every 503 it got; both findings must pass.
 
 use std::{process::ExitCode, sync::Arc, time::Duration};
 

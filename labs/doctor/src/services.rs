@@ -17,7 +17,7 @@ use std::{
     pin::Pin,
     sync::{
         Arc,
-        atomic::{AtomicBool, AtomicUsize, Ordering},
+        atomic::{AtomicBool, Ordering},
     },
     task::{Context, Poll},
     time::{Duration, Instant},
@@ -34,7 +34,7 @@ use axum::{
 };
 use hyper_util::{rt::TokioIo, server::graceful::GracefulShutdown, service::TowerToHyperService};
 use lab_kit::stream::{HookedStream, StreamHook};
-use lab_kit::{flags::Flags, server::http1_builder};
+use lab_kit::{flags::Flags, gauge::Gauge, server::http1_builder};
 use lab_server_timeouts::HARDENED;
 use tokio::{
     net::{TcpListener, TcpStream},
@@ -92,7 +92,7 @@ struct Shared {
 pub struct WorkPool {
     slots: Semaphore,
     /// Callers holding or waiting for a slot.
-    wanting: AtomicUsize,
+    wanting: Gauge,
     /// How many may wait beyond the slots before `work` sheds; `None`
     /// queues every caller.
     queue_limit: Option<usize>,
@@ -106,7 +106,7 @@ impl WorkPool {
     pub fn new(queue_limit: Option<usize>) -> WorkPool {
         WorkPool {
             slots: Semaphore::new(POOL_SLOTS),
-            wanting: AtomicUsize::new(0),
+            wanting: Gauge::new(),
             queue_limit,
         }
     }
@@ -114,12 +114,9 @@ impl WorkPool {
     /// Holds a slot for `POOL_HOLD`; or, with more than the queue limit
     /// already waiting, sheds without waiting at all.
     pub async fn work(&self) -> Result<(), Shed> {
-        let wanting = self.wanting.fetch_add(1, Ordering::SeqCst) + 1;
-        let _leave = Leave(&self.wanting);
-        if self
-            .queue_limit
-            .is_some_and(|limit| wanting > POOL_SLOTS + limit)
-        {
+        let wanting = self.wanting.enter();
+        let queued_past = |limit| wanting.on_entry() as usize > POOL_SLOTS + limit;
+        if self.queue_limit.is_some_and(queued_past) {
             return Err(Shed);
         }
         // The semaphore is never closed, so this waits for a slot.
@@ -195,15 +192,6 @@ async fn readyz(State(shared): State<Arc<Shared>>) -> StatusCode {
     }
 }
 // ANCHOR_END: routes
-
-/// Decrements a counter when dropped (also when the handler is cancelled).
-struct Leave<'a>(&'a AtomicUsize);
-
-impl Drop for Leave<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
-    }
-}
 
 // ANCHOR: write_timeout
 /// The hook that gives hyper a write timeout, which it lacks: a write that

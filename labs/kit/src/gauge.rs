@@ -26,7 +26,10 @@ impl Gauge {
     pub fn enter(&self) -> InFlight {
         let now = self.0.now.fetch_add(1, Ordering::SeqCst) + 1;
         self.0.peak.fetch_max(now, Ordering::SeqCst);
-        InFlight(Arc::clone(&self.0))
+        InFlight {
+            counts: Arc::clone(&self.0),
+            on_entry: now,
+        }
     }
 
     pub fn now(&self) -> u64 {
@@ -46,11 +49,22 @@ impl Gauge {
 /// One thing in flight; see [`Gauge::enter`].
 #[derive(Debug)]
 #[must_use = "the gauge counts this until it drops"]
-pub struct InFlight(Arc<Counts>);
+pub struct InFlight {
+    counts: Arc<Counts>,
+    on_entry: u64,
+}
+
+impl InFlight {
+    /// How many were in flight, this one included, the moment it entered:
+    /// what a caller that refuses past a limit compares.
+    pub fn on_entry(&self) -> u64 {
+        self.on_entry
+    }
+}
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        self.0.now.fetch_sub(1, Ordering::SeqCst);
+        self.counts.now.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -63,6 +77,7 @@ mod tests {
         let gauge = Gauge::new();
         let first = gauge.enter();
         let second = gauge.enter();
+        assert_eq!((first.on_entry(), second.on_entry()), (1, 2));
         assert_eq!((gauge.now(), gauge.peak()), (2, 2));
         drop(first);
         drop(second);

@@ -124,10 +124,7 @@ impl LabInfo {
     }
 
     pub fn budget(&self, mode: Mode) -> Duration {
-        match mode {
-            Mode::Quick => self.quick_budget,
-            Mode::Full => self.full_budget,
-        }
+        mode.pick(self.quick_budget, self.full_budget)
     }
 }
 

@@ -111,10 +111,7 @@ impl<H: StreamHook> AsyncWrite for HookedStream<H> {
 mod tests {
     use std::time::Duration;
 
-    use tokio::{
-        io::{AsyncReadExt, AsyncWriteExt},
-        net::TcpListener,
-    };
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     use super::*;
 
@@ -134,7 +131,7 @@ mod tests {
     }
 
     async fn pair() -> (TcpStream, TcpStream) {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let listener = crate::net::bind_loopback().await.unwrap();
         let client = TcpStream::connect(listener.local_addr().unwrap());
         let (client, accepted) = tokio::join!(client, listener.accept());
         (accepted.unwrap().0, client.unwrap())
