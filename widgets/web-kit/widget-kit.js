@@ -3,6 +3,15 @@
 // own files (target/book/widgets/<name>/widget-kit.js), so a widget imports
 // it as './widget-kit.js' and a check.js loads it with `import()`.
 
+/**
+ * Where each named field sits in a flat array whose field names the wasm
+ * exports: `{ name: index, ... }`, and `length`, where the next part begins.
+ */
+export function fieldIndex(names) {
+  if (names.includes('length')) throw new Error('a field may not be called length');
+  return { ...Object.fromEntries(names.map((name, index) => [name, index])), length: names.length };
+}
+
 /** An element with attributes and children. */
 export function element(tag, attributes = {}, children = []) {
   const node = document.createElement(tag);

@@ -11,7 +11,7 @@ use std::{
 
 use anyhow::{Context, Result};
 use backoff_sim::SplitMix64;
-use exercise_kit::{Exercise, Variant, Verdict};
+use exercise_kit::{Variant, Verdict};
 use lab_backoff_jitter::{
     flaky::{self, FlakyConfig, Recorder},
     live,
@@ -19,11 +19,7 @@ use lab_backoff_jitter::{
 use lab_kit::server::spawn_axum;
 use tokio::{sync::Barrier, task::JoinSet};
 
-#[path = "../solution/lib.rs"]
-mod solution;
-
-const EXERCISE: Exercise = Exercise::new(
-    "backoff-jitter-full-jitter",
+exercise_kit::exercise!(
     "callers that fail at the same moment and compute the same delay come back at the same \
      moment; keep the capped exponential as the window, and draw each sleep at random from the \
      whole of it with the caller's generator",

@@ -17,7 +17,7 @@ use axum::{
     http::StatusCode,
     routing::get,
 };
-use exercise_kit::{Exercise, Variant, Verdict};
+use exercise_kit::{Variant, Verdict};
 use lab_backoff_jitter::{
     flaky::{self, FlakyConfig, Recorder},
     live,
@@ -25,11 +25,7 @@ use lab_backoff_jitter::{
 use lab_kit::server::spawn_axum;
 use tokio::task::JoinSet;
 
-#[path = "../solution/lib.rs"]
-mod solution;
-
-const EXERCISE: Exercise = Exercise::new(
-    "backoff-jitter-retry-budget",
+exercise_kit::exercise!(
     "a per-call attempt limit bounds one call, not all of them: share one budget between every \
      call, that first attempts fill a little and retries spend (the lab's policy module has a \
      token bucket), so retries stay a small fraction of the calls when everything fails",

@@ -14,16 +14,12 @@ use axum::{
     Router,
     routing::{get, post},
 };
-use exercise_kit::{Exercise, Variant, Verdict, pick_async};
+use exercise_kit::{Variant, Verdict, pick_async};
 use lab_blocking_lag::server::Flavour;
 use lab_kit::stats::Latencies;
 use tokio::sync::watch;
 
-#[path = "../solution/lib.rs"]
-mod solution;
-
-const EXERCISE: Exercise = Exercise::new(
-    "blocking-lag-spawn-blocking",
+exercise_kit::exercise!(
     "a worker thread that runs CPU work for 300 ms polls nothing else meanwhile: move the \
      stretching off the workers, onto tokio's blocking pool, and await its result",
 );

@@ -11,16 +11,12 @@ use std::{
 
 use anyhow::Result;
 use axum::{Router, extract::Path, routing::get};
-use exercise_kit::{Exercise, Variant, Verdict, pick_async};
+use exercise_kit::{Variant, Verdict, pick_async};
 use lab_blocking_lag::server::Flavour;
 use lab_kit::stats::percentile;
 use tokio::time::MissedTickBehavior;
 
-#[path = "../solution/lib.rs"]
-mod solution;
-
-const EXERCISE: Exercise = Exercise::new(
-    "blocking-lag-sync-sleep",
+exercise_kit::exercise!(
     "a thread that sleeps in a blocking call polls no other task: use the SDK's async client \
      and `.await` it (or, with no async client, run the blocking call on tokio's blocking pool)",
 );

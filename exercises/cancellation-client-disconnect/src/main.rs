@@ -7,15 +7,11 @@ use std::{process::ExitCode, time::Duration};
 
 use anyhow::{Context, Result};
 use axum::{Router, routing::get};
-use exercise_kit::{Compression, Exercise, Variant, Verdict, pick_async};
+use exercise_kit::{Compression, Variant, Verdict, pick_async};
 use lab_cancellation::{downstream, probe::CaseProbe};
 use lab_kit::server::spawn_axum;
 
-#[path = "../solution/lib.rs"]
-mod solution;
-
-const EXERCISE: Exercise = Exercise::new(
-    "cancellation-client-disconnect",
+exercise_kit::exercise!(
     "a spawned task belongs to the runtime, not to the request: dropping the handler drops \
      only its JoinHandle. Await the call in the handler's own future, or give the spawned task \
      a CancellationToken that a drop guard in the handler cancels",

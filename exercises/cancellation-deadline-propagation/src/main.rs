@@ -12,15 +12,11 @@ use std::{
 
 use anyhow::{Context, Result};
 use axum::{Router, extract::State, http::HeaderMap, routing::get};
-use exercise_kit::{Compression, Exercise, Variant, Verdict, pick_async};
+use exercise_kit::{Compression, Variant, Verdict, pick_async};
 use lab_cancellation::grpc_timeout;
 use lab_kit::server::spawn_axum;
 
-#[path = "../solution/lib.rs"]
-mod solution;
-
-const EXERCISE: Exercise = Exercise::new(
-    "cancellation-deadline-propagation",
+exercise_kit::exercise!(
     "the caller's grpc-timeout is a budget from the moment the request arrived: what is left of \
      it, minus a margin, is the most the pricing call may take, and the pricing service needs \
      to be told it too (lab_cancellation::grpc_timeout parses and encodes the header)",

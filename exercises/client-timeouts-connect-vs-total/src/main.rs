@@ -7,15 +7,11 @@
 use std::{process::ExitCode, time::Duration};
 
 use anyhow::{Context, Result};
-use exercise_kit::{Compression, Exercise, Variant, Verdict};
+use exercise_kit::{Compression, Variant, Verdict};
 use lab_client_timeouts::downstream::{Behaviour, Downstream, Shape};
 use tokio::time::Instant;
 
-#[path = "../solution/lib.rs"]
-mod solution;
-
-const EXERCISE: Exercise = Exercise::new(
-    "client-timeouts-connect-vs-total",
+exercise_kit::exercise!(
     "a total timeout ends a transfer that is still moving: bound the handshake with \
      connect_timeout, and the wait between two reads with read_timeout, instead of the whole \
      request",

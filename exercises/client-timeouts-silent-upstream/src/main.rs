@@ -5,15 +5,11 @@
 use std::{process::ExitCode, time::Duration};
 
 use anyhow::{Context, Result, ensure};
-use exercise_kit::{Compression, Exercise, Variant, Verdict};
+use exercise_kit::{Compression, Variant, Verdict};
 use lab_client_timeouts::downstream::{Behaviour, Downstream, Shape};
 use tokio::time::Instant;
 
-#[path = "../solution/lib.rs"]
-mod solution;
-
-const EXERCISE: Exercise = Exercise::new(
-    "client-timeouts-silent-upstream",
+exercise_kit::exercise!(
     "connect_timeout ends the handshake only, and this upstream completed it: give the client a \
      total timeout of the caller's deadline, which runs until the body's last byte, and keep a \
      short connect timeout beside it",

@@ -7,14 +7,10 @@ use std::{process::ExitCode, time::Duration};
 
 use anyhow::{Context, Result, ensure};
 use axum::{Router, extract::Path, http::StatusCode, routing::get};
-use exercise_kit::{Exercise, Variant, Verdict, pick_async};
+use exercise_kit::{Variant, Verdict, pick_async};
 use lab_kit::server::spawn_axum;
 
-#[path = "../solution/lib.rs"]
-mod solution;
-
-const EXERCISE: Exercise = Exercise::new(
-    "conn-reuse-read-body",
+exercise_kit::exercise!(
     "a connection can carry the next request only once the previous response was read to its \
      end: read (or drain) the body on the error path too, before returning",
 );

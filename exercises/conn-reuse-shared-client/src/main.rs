@@ -6,17 +6,13 @@ use std::{process::ExitCode, time::Duration};
 
 use anyhow::{Context, Result, ensure};
 use axum::{Router, extract::Path, routing::get};
-use exercise_kit::{Exercise, Variant, Verdict};
+use exercise_kit::{Variant, Verdict};
 use lab_kit::{
     procnet::{TcpState, count_toward},
     server::spawn_axum,
 };
 
-#[path = "../solution/lib.rs"]
-mod solution;
-
-const EXERCISE: Exercise = Exercise::new(
-    "conn-reuse-shared-client",
+exercise_kit::exercise!(
     "the connection pool lives inside a reqwest::Client and dies with it: build the client \
      once, with the Catalog, keep it there, and send every request through it",
 );

@@ -12,7 +12,7 @@ use std::{
 
 use anyhow::{Context, Result};
 use axum::{Router, extract::Path, routing::post};
-use exercise_kit::{Exercise, Variant, Verdict, pick_async};
+use exercise_kit::{Variant, Verdict, pick_async};
 use lab_dns::{
     dns_server::DnsServer,
     resolvers::{LabResolver, StubSettings},
@@ -20,11 +20,7 @@ use lab_dns::{
 };
 use lab_kit::server::spawn_axum;
 
-#[path = "../solution/lib.rs"]
-mod solution;
-
-const EXERCISE: Exercise = Exercise::new(
-    "dns-search-trailing-dot",
+exercise_kit::exercise!(
     "a resolver tries the search domains first for a name with fewer dots than ndots, unless \
      the name is fully qualified: end the payments host with a trailing dot",
 );

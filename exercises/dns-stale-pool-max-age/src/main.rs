@@ -12,18 +12,14 @@ use std::{
 };
 
 use anyhow::{Context, Result, ensure};
-use exercise_kit::{Compression, Exercise, Variant, Verdict};
+use exercise_kit::{Compression, Variant, Verdict};
 use lab_dns::{
     dns_server::DnsServer,
     resolvers::{LabResolver, StubSettings},
     servers::{LabeledServer, same_port, std_listener},
 };
 
-#[path = "../solution/lib.rs"]
-mod solution;
-
-const EXERCISE: Exercise = Exercise::new(
-    "dns-stale-pool-max-age",
+exercise_kit::exercise!(
     "an idle timeout never fires on a connection that is never idle, and a pooled connection \
      never looks the name up again: bound the client's age instead, and once it is max_age old \
      hand out a freshly built client, whose empty pool must resolve the name again",

@@ -14,18 +14,14 @@ use axum::{
     response::{IntoResponse, Response},
     routing::get,
 };
-use exercise_kit::{Exercise, Variant, Verdict};
+use exercise_kit::{Variant, Verdict};
 use lab_doctor::{
     Finding, Grade,
     checks::{Probe, load::overload},
     services::{POOL_SLOTS, QUEUE_LIMIT, WorkPool},
 };
 
-#[path = "../solution/lib.rs"]
-mod solution;
-
-const EXERCISE: Exercise = Exercise::new(
-    "doctor-retry-after",
+exercise_kit::exercise!(
     "Retry-After is delay-seconds (a whole number of seconds, in digits, like 2) or an HTTP \
      date, nothing else: round the wait up to whole seconds, at least 1, and send the number \
      (HeaderValue::from(seconds))",

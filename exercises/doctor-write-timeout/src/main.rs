@@ -13,7 +13,7 @@ use std::{
 
 use anyhow::{Context, Result};
 use axum::{Router, routing::get};
-use exercise_kit::{Compression, Exercise, Variant, Verdict};
+use exercise_kit::{Compression, Variant, Verdict};
 use hyper_util::{rt::TokioIo, service::TowerToHyperService};
 use lab_doctor::{Grade, checks::Probe, checks::slow_read::slow_read};
 use lab_kit::{
@@ -25,11 +25,7 @@ use tokio::{
     net::TcpSocket,
 };
 
-#[path = "../solution/lib.rs"]
-mod solution;
-
-const EXERCISE: Exercise = Exercise::new(
-    "doctor-write-timeout",
+exercise_kit::exercise!(
     "a waker is the only thing that polls a pending write again, and a client that reads nothing \
      never wakes it: when a write is Pending, arm a tokio::time::Sleep of the limit, keep it in \
      the wrapper (one per blocked write, not a new one per poll) and poll it with the same \

@@ -8,7 +8,7 @@ use std::{process::ExitCode, sync::Arc, time::Duration};
 
 use anyhow::{Context, Result};
 use axum::Router;
-use exercise_kit::{Exercise, Variant, Verdict};
+use exercise_kit::{Variant, Verdict};
 use lab_health_checks::{
     app::ServiceState,
     dependency::{self, SlowWindow},
@@ -17,11 +17,7 @@ use lab_health_checks::{
 };
 use tokio::time::Instant;
 
-#[path = "../solution/lib.rs"]
-mod solution;
-
-const EXERCISE: Exercise = Exercise::new(
-    "health-checks-liveness-deps",
+exercise_kit::exercise!(
     "liveness must not depend on anything outside the process: let /livez answer from the \
      process alone and keep the database check for /readyz",
 );

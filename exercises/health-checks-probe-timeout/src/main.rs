@@ -7,7 +7,7 @@ use std::{process::ExitCode, sync::Arc, time::Duration};
 
 use anyhow::Result;
 use axum::{Router, extract::State, routing::get};
-use exercise_kit::{Exercise, Variant, Verdict, pick_async};
+use exercise_kit::{Variant, Verdict, pick_async};
 use lab_health_checks::{
     app::ServiceState,
     dependency::{self, SlowWindow},
@@ -16,11 +16,7 @@ use lab_health_checks::{
 use lab_kit::server::RunningServer;
 use tokio::time::Instant;
 
-#[path = "../solution/lib.rs"]
-mod solution;
-
-const EXERCISE: Exercise = Exercise::new(
-    "health-checks-probe-timeout",
+exercise_kit::exercise!(
     "give the readiness check its own bound, well under the probe's 1 s, and answer 503 when \
      it runs out (or answer from a status a background task keeps up to date)",
 );

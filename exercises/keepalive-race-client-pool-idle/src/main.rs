@@ -15,7 +15,7 @@ use std::{
 };
 
 use anyhow::{Context, Result};
-use exercise_kit::{Compression, Exercise, Variant, Verdict};
+use exercise_kit::{Compression, Variant, Verdict};
 use hyper_util::{rt::TokioIo, service::TowerToHyperService};
 use lab_keepalive_race::{backend::app, link_delay::LinkDelay};
 use lab_kit::{
@@ -23,11 +23,7 @@ use lab_kit::{
     server::http1_builder,
 };
 
-#[path = "../solution/lib.rs"]
-mod solution;
-
-const EXERCISE: Exercise = Exercise::new(
-    "keepalive-race-client-pool-idle",
+exercise_kit::exercise!(
     "the API starts its idle timer when it sends a response, and the next request reaches it a \
      round trip after the pool's timer started: make the pool drop idle connections well before \
      the API does, by a margin far larger than a round trip",

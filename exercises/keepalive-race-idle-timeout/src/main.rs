@@ -4,14 +4,10 @@
 use std::{process::ExitCode, time::Duration};
 
 use anyhow::Result;
-use exercise_kit::{Compression, Exercise, Variant, Verdict};
+use exercise_kit::{Compression, Variant, Verdict};
 use lab_keepalive_race::probe::{IdleProbeConfig, probe};
 
-#[path = "../solution/lib.rs"]
-mod solution;
-
-const EXERCISE: Exercise = Exercise::new(
-    "keepalive-race-idle-timeout",
+exercise_kit::exercise!(
     "the balancer sends requests, so it must be the side that closes an idle connection: \
      make the backend's idle timeout longer than the balancer's by more than a round trip \
      (65 s or more behind an ALB's 60 s)",

@@ -149,7 +149,8 @@ pub struct Exercise {
 }
 
 impl Exercise {
-    /// An exercise whose check takes at most 30 s.
+    /// An exercise whose check takes at most 30 s. A check declares its own
+    /// with [`exercise!`], which names it after its package.
     pub const fn new(name: &'static str, hint: &'static str) -> Exercise {
         Exercise {
             name,
@@ -157,6 +158,21 @@ impl Exercise {
             bound: Duration::from_secs(30),
         }
     }
+}
+
+/// Declares what makes a check's crate an exercise, at the top of its
+/// `src/main.rs`: `mod solution` (the crate's `solution/lib.rs`, compiled in
+/// beside the reader's piece, so both variants are in one binary) and
+/// `const EXERCISE`, named after the crate's package (the name is written
+/// once, in `Cargo.toml`) with the hint a failure prints.
+#[macro_export]
+macro_rules! exercise {
+    ($hint:expr $(,)?) => {
+        #[path = "../solution/lib.rs"]
+        mod solution;
+
+        const EXERCISE: $crate::Exercise = $crate::Exercise::new(env!("CARGO_PKG_NAME"), $hint);
+    };
 }
 
 /// How the check's binary was started.

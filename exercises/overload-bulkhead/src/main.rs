@@ -11,16 +11,12 @@ use std::{
 
 use anyhow::Result;
 use axum::{Router, extract::State, http::StatusCode, routing::get};
-use exercise_kit::{Exercise, Variant, Verdict, pick_async};
+use exercise_kit::{Variant, Verdict, pick_async};
 use lab_kit::stats::Latencies;
-
-#[path = "../solution/lib.rs"]
-mod solution;
 
 use overload_bulkhead::Slots;
 
-const EXERCISE: Exercise = Exercise::new(
-    "overload-bulkhead",
+exercise_kit::exercise!(
     "give each provider its own bounded share of the slots (a bulkhead), so a hanging provider \
      can only hold its own, and refuse a call at once when its share is full",
 );

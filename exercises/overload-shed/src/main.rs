@@ -10,14 +10,10 @@ use std::{
 
 use anyhow::Result;
 use axum::{Router, routing::get};
-use exercise_kit::{Exercise, Variant, Verdict};
+use exercise_kit::{Variant, Verdict};
 use lab_kit::stats::Latencies;
 
-#[path = "../solution/lib.rs"]
-mod solution;
-
-const EXERCISE: Exercise = Exercise::new(
-    "overload-shed",
+exercise_kit::exercise!(
     "a limit that waits for a free worker is a queue: shed what cannot start now (tower's \
      `load_shed` over the limit, or a semaphore's `try_acquire`) and answer it with a 503 and \
      `Retry-After`",

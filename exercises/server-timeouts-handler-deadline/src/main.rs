@@ -14,15 +14,11 @@ use std::{
 
 use anyhow::Result;
 use axum::{Router, routing::get};
-use exercise_kit::{Compression, Exercise, Variant, Verdict};
+use exercise_kit::{Compression, Variant, Verdict};
 use lab_kit::server::spawn_axum;
 use lab_server_timeouts::stalled_client::{Answer, ConnectionEnd, RawConnection, get_request};
 
-#[path = "../solution/lib.rs"]
-mod solution;
-
-const EXERCISE: Exercise = Exercise::new(
-    "server-timeouts-handler-deadline",
+exercise_kit::exercise!(
     "a request body timeout only runs while a body is being read, and a GET has none: the \
      handler itself needs a deadline, a layer that drops its future when the time is up and \
      answers with a status you choose (tower-http has one beside the body timeout)",

@@ -5,17 +5,13 @@
 use std::{process::ExitCode, time::Duration};
 
 use anyhow::{Context, Result};
-use exercise_kit::{Compression, Exercise, Variant, Verdict, pick_async};
+use exercise_kit::{Compression, Variant, Verdict, pick_async};
 use lab_kit::net::{AbortOnDrop, bind_loopback};
 use lab_server_timeouts::stalled_client::{
     ConnectionEnd, RawConnection, StalledClient, get_request, watch,
 };
 
-#[path = "../solution/lib.rs"]
-mod solution;
-
-const EXERCISE: Exercise = Exercise::new(
-    "server-timeouts-slow-head",
+exercise_kit::exercise!(
     "axum::serve 0.8 never sets a timer, and hyper's header read timeout needs one: serve each \
      accepted connection yourself with hyper's http1::Builder, give it a TokioTimer and a \
      header_read_timeout (lab_kit::server shows the accept loop)",

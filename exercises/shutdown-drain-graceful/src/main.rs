@@ -7,15 +7,11 @@ use std::{process::ExitCode, time::Duration};
 
 use anyhow::{Context, Result, bail};
 use axum::{Router, routing::get};
-use exercise_kit::{Exercise, Variant, Verdict, pick_async};
+use exercise_kit::{Variant, Verdict, pick_async};
 use lab_shutdown_drain::probe::{ShutdownProbeConfig, probe};
 use tokio::net::TcpListener;
 
-#[path = "../solution/lib.rs"]
-mod solution;
-
-const EXERCISE: Exercise = Exercise::new(
-    "shutdown-drain-graceful",
+exercise_kit::exercise!(
     "SIGTERM should not drop the server future: hand the signal to axum's graceful shutdown \
      (`with_graceful_shutdown`) so it stops accepting and waits for the requests in flight",
 );

@@ -8,16 +8,12 @@ use std::{process::ExitCode, time::Duration};
 
 use anyhow::{Context, Result};
 use axum::{Router, routing::get};
-use exercise_kit::{Compression, Exercise, Variant, Verdict, pick_async};
+use exercise_kit::{Compression, Variant, Verdict, pick_async};
 use lab_kit::flags::Flags;
 use lab_shutdown_drain::probe::{parse_args, probe};
 use tokio::net::TcpListener;
 
-#[path = "../solution/lib.rs"]
-mod solution;
-
-const EXERCISE: Exercise = Exercise::new(
-    "shutdown-drain-readiness",
+exercise_kit::exercise!(
     "the balancer learns only from /readyz: make it answer 503 as soon as SIGTERM arrives, \
      keep serving through the wait, and stop accepting only after it",
 );

@@ -5,14 +5,10 @@
 use backoff_sim::{SimConfig, Strategy, simulate as run};
 use wasm_bindgen::prelude::wasm_bindgen;
 
-/// Where each total sits in the array [`simulate`] returns; the histogram
-/// follows from `HEADER_LEN` on.
-pub const CALLS: usize = 0;
-pub const FAILURES: usize = 1;
-pub const COMPLETION_MS: usize = 2;
-pub const SPAN_MS: usize = 3;
-pub const TRUNCATED: usize = 4;
-pub const HEADER_LEN: usize = 5;
+/// The totals at the head of the array [`simulate`] returns, in this order;
+/// the histogram follows. Exported as [`header_fields`], so `main.js` finds
+/// each number by name.
+const HEADER_FIELDS: [&str; 5] = ["calls", "failures", "completion_ms", "span_ms", "truncated"];
 
 /// The most clients the widget simulates; beyond this "none" gets slow.
 pub const MAX_CLIENTS: u32 = 1000;
@@ -26,6 +22,12 @@ fn config(clients: u32, base_ms: f64, cap_ms: f64, strategy: Strategy, seed: u32
     config
 }
 
+/// The header's field names, comma separated, in array order.
+#[wasm_bindgen]
+pub fn header_fields() -> String {
+    HEADER_FIELDS.join(",")
+}
+
 /// The strategies' names, comma separated, in index order.
 #[wasm_bindgen]
 pub fn strategy_names() -> String {
@@ -36,8 +38,8 @@ pub fn strategy_names() -> String {
         .join(",")
 }
 
-/// One run: `[calls, failures, completion_ms, span_ms, truncated, bucket...]`
-/// with `buckets` equal buckets of calls over `0..span_ms`. `span_ms` is the
+/// One run: the header ([`header_fields`]), then `buckets` counts of calls:
+/// `buckets` equal buckets of calls over `0..span_ms`, with `buckets` equal buckets of calls over `0..span_ms`. `span_ms` is the
 /// given one if positive, else the run's own completion time.
 #[wasm_bindgen]
 pub fn simulate(
@@ -56,12 +58,15 @@ pub fn simulate(
     } else {
         result.completion_ms.max(1.0)
     };
-    let mut flat = Vec::with_capacity(HEADER_LEN + buckets as usize);
-    flat.push(result.calls as f64);
-    flat.push(result.failures as f64);
-    flat.push(result.completion_ms);
-    flat.push(span);
-    flat.push(if result.truncated { 1.0 } else { 0.0 });
+    let header: [f64; HEADER_FIELDS.len()] = [
+        result.calls as f64,
+        result.failures as f64,
+        result.completion_ms,
+        span,
+        if result.truncated { 1.0 } else { 0.0 },
+    ];
+    let mut flat = Vec::with_capacity(header.len() + buckets as usize);
+    flat.extend(header);
     flat.extend(
         result
             .histogram(span, buckets as usize)
@@ -88,20 +93,31 @@ pub fn compare(clients: u32, base_ms: f64, cap_ms: f64, seed: u32) -> Vec<f64> {
 mod tests {
     use super::*;
 
+    /// A header field of `flat` by name, as `main.js` finds it.
+    fn field(flat: &[f64], name: &str) -> f64 {
+        let index = header_fields()
+            .split(',')
+            .position(|each| each == name)
+            .expect("a header field");
+        flat[index]
+    }
+
     #[test]
     fn the_flat_layout_holds_the_totals_and_every_call() {
         let flat = simulate(100, 5.0, 2000.0, 3, 11, 80, 0.0);
-        assert_eq!(flat.len(), HEADER_LEN + 80);
-        let bucketed: f64 = flat[HEADER_LEN..].iter().sum();
-        assert_eq!(bucketed, flat[CALLS]);
-        assert_eq!(flat[TRUNCATED], 0.0);
-        assert_eq!(flat[SPAN_MS], flat[COMPLETION_MS]);
+        let header = header_fields().split(',').count();
+        assert_eq!(flat.len(), header + 80);
+        let bucketed: f64 = flat[header..].iter().sum();
+        assert_eq!(bucketed, field(&flat, "calls"));
+        assert_eq!(field(&flat, "truncated"), 0.0);
+        assert_eq!(field(&flat, "span_ms"), field(&flat, "completion_ms"));
         let names: Vec<String> = strategy_names().split(',').map(String::from).collect();
         assert_eq!(names[3], "full-jitter");
         let table = compare(100, 5.0, 2000.0, 11);
         assert_eq!(table.len(), 10);
         assert_eq!(
-            table[6], flat[CALLS],
+            table[6],
+            field(&flat, "calls"),
             "compare and simulate agree for full jitter"
         );
     }

@@ -1,12 +1,10 @@
 // The backoff widget: controls for clients, base, cap and strategy; the
 // contention simulation (Rust, compiled to wasm) reruns on every input and the
 // chart of calls over time is redrawn. Plain DOM and canvas, no network.
-import init, { simulate, compare, strategy_names } from './widget_backoff.js';
-import { drawAndFollowTheme, element, formatMs, prepareCanvas, start, slider as kitSlider } from './widget-kit.js';
+import init, { simulate, compare, header_fields, strategy_names } from './widget_backoff.js';
+import { drawAndFollowTheme, element, fieldIndex, formatMs, prepareCanvas, start, slider as kitSlider } from './widget-kit.js';
 
 const BUCKETS = 120;
-// Indices into the Float64Array that `simulate` returns (see src/lib.rs).
-const CALLS = 0, FAILURES = 1, COMPLETION_MS = 2, SPAN_MS = 3, TRUNCATED = 4, HEADER_LEN = 5;
 
 const state = window.__backoffWidget = {
   ready: false,
@@ -37,19 +35,21 @@ function niceStep(range, parts) {
   return step;
 }
 
-function draw(canvas, flat, strategyName, colours) {
+// `header`: where each total sits in `flat` (`fieldIndex` of the names the
+// wasm exports); the histogram follows it.
+function draw(canvas, flat, header, strategyName, colours) {
   const { context, width, height } = prepareCanvas(canvas, 640, 260, colours.bg);
 
   const left = 48, right = 12, top = 30, bottom = 34;
   const plotWidth = width - left - right, plotHeight = height - top - bottom;
-  const counts = flat.subarray(HEADER_LEN);
+  const counts = flat.subarray(header.length);
   let most = 1;
   for (const count of counts) most = Math.max(most, count);
   // The y axis ends on a round number of calls, so its ticks are round too.
   const yStep = Math.max(1, niceStep(most, 4));
   const yTicks = Math.ceil(most / yStep);
   const highest = yStep * yTicks;
-  const span = flat[SPAN_MS];
+  const span = flat[header.span_ms];
 
   context.strokeStyle = colours.grid;
   context.fillStyle = colours.fg;
@@ -91,6 +91,7 @@ async function main() {
   const root = document.getElementById('widget-backoff');
   if (!root) return;
   await init();
+  const header = fieldIndex(header_fields().split(','));
   const names = strategy_names().split(',');
 
   const clients = slider('clients', 'Clients', 10, 300, 10, 100, '');
@@ -133,11 +134,11 @@ async function main() {
     const seedValue = Math.max(1, Number(seed.value) | 0);
     const chosen = Number(strategy.value);
     const flat = simulate(...params, chosen, seedValue, BUCKETS, 0);
-    draw(canvas, flat, names[chosen], themeColours(root));
+    draw(canvas, flat, header, names[chosen], themeColours(root));
     totals.textContent =
-      `${names[chosen]}: ${flat[CALLS]} calls (${flat[FAILURES]} lost), ` +
-      `every client done after ${Math.round(flat[COMPLETION_MS])} ms` +
-      (flat[TRUNCATED] ? ' (stopped at the call limit)' : '');
+      `${names[chosen]}: ${flat[header.calls]} calls (${flat[header.failures]} lost), ` +
+      `every client done after ${Math.round(flat[header.completion_ms])} ms` +
+      (flat[header.truncated] ? ' (stopped at the call limit)' : '');
     const everyStrategy = compare(...params, seedValue);
     const rows = names.map((name, index) => element('tr', {}, [
       element('td', {}, [name]),

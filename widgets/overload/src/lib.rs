@@ -12,18 +12,19 @@ use overload_sim::{
 };
 use wasm_bindgen::prelude::wasm_bindgen;
 
-/// The header of the array [`simulate`] returns: how many fields each
-/// provider's totals and each bucket have, how many buckets and breaker
-/// transitions follow, and the run's time scale.
-pub const TOTAL_FIELD_COUNT: usize = 0;
-pub const BUCKET_FIELD_COUNT: usize = 1;
-pub const BUCKET_COUNT: usize = 2;
-pub const TRANSITION_COUNT: usize = 3;
-pub const BUCKET_MS: usize = 4;
-pub const DURATION_MS: usize = 5;
-pub const WINDOW_START_MS: usize = 6;
-pub const WINDOW_END_MS: usize = 7;
-pub const HEADER_LEN: usize = 8;
+/// The header of the array [`simulate`] returns, in this order: how many
+/// fields each provider's totals and each bucket have, how many buckets and
+/// breaker transitions follow, and the run's time scale.
+const HEADER_FIELDS: [&str; 8] = [
+    "total_field_count",
+    "bucket_field_count",
+    "bucket_count",
+    "transition_count",
+    "bucket_ms",
+    "duration_ms",
+    "window_start_ms",
+    "window_end_ms",
+];
 
 /// Each provider's totals, in this order (fast, then flaky), after the header.
 const TOTAL_FIELDS: [&str; 10] = [
@@ -61,6 +62,12 @@ const BUCKET_FIELDS: [&str; 15] = [
 /// The most requests per second the widget simulates, so that a run stays
 /// within a frame's budget.
 pub const MAX_ARRIVALS_PER_S: f64 = 1000.0;
+
+/// The header's field names, comma separated, in array order.
+#[wasm_bindgen]
+pub fn header_fields() -> String {
+    HEADER_FIELDS.join(",")
+}
 
 /// The totals' field names, comma separated, in array order.
 #[wasm_bindgen]
@@ -164,7 +171,8 @@ fn bucket_row(bucket: &OverloadBucket) -> [f64; BUCKET_FIELDS.len()] {
 /// One run of a minute, from [`OverloadSimConfig::default`] with the reader's
 /// inputs: both providers get `workers` and `service_ms`; the breaker, if
 /// on, gets `breaker_window` outcomes (a verdict from half of them on),
-/// its failure rate, `open_ms` and `probes`. Returns the header, the fast
+/// its failure rate, `open_ms` and `probes`. Returns the header
+/// ([`header_fields`]), the fast
 /// and the flaky provider's totals, the buckets, and the breaker's
 /// transitions as `[at_ms, state]` pairs; missing percentiles are NaN.
 #[wasm_bindgen]
@@ -213,12 +221,12 @@ pub fn simulate(
     }
     let result = run(&config);
     let mut flat = Vec::with_capacity(
-        HEADER_LEN
+        HEADER_FIELDS.len()
             + 2 * TOTAL_FIELDS.len()
             + result.buckets.len() * BUCKET_FIELDS.len()
             + 2 * result.transitions.len(),
     );
-    flat.extend([
+    let header: [f64; HEADER_FIELDS.len()] = [
         TOTAL_FIELDS.len() as f64,
         BUCKET_FIELDS.len() as f64,
         result.buckets.len() as f64,
@@ -227,7 +235,8 @@ pub fn simulate(
         config.duration_ms,
         config.failure.start_ms,
         config.failure.end_ms,
-    ]);
+    ];
+    flat.extend(header);
     for totals in &result.totals {
         flat.extend(totals_row(totals));
     }
@@ -260,24 +269,26 @@ mod tests {
     #[test]
     fn the_flat_layout_holds_the_totals_the_buckets_and_the_transitions() {
         let flat = widget_default(1, true);
-        let totals = flat[TOTAL_FIELD_COUNT] as usize;
-        let fields = flat[BUCKET_FIELD_COUNT] as usize;
-        let buckets = flat[BUCKET_COUNT] as usize;
-        let transitions = flat[TRANSITION_COUNT] as usize;
+        let header = |name| flat[field(&header_fields(), name)] as usize;
+        let totals = header("total_field_count");
+        let fields = header("bucket_field_count");
+        let buckets = header("bucket_count");
+        let transitions = header("transition_count");
+        let header_len = header_fields().split(',').count();
         assert_eq!(totals, total_fields().split(',').count());
         assert_eq!(fields, bucket_fields().split(',').count());
         assert_eq!(buckets, 240);
         assert!(transitions > 0, "the breaker changed state");
         assert_eq!(
             flat.len(),
-            HEADER_LEN + 2 * totals + buckets * fields + 2 * transitions
+            header_len + 2 * totals + buckets * fields + 2 * transitions
         );
         // The flaky provider's calls that reached it, from the totals and
         // summed over the buckets, agree.
-        let sent = flat[HEADER_LEN + totals + field(&total_fields(), "sent")];
+        let sent = flat[header_len + totals + field(&total_fields(), "sent")];
         let bucket_sent: f64 = (0..buckets)
             .map(|index| {
-                flat[HEADER_LEN
+                flat[header_len
                     + 2 * totals
                     + index * fields
                     + field(&bucket_fields(), "flaky_sent")]
@@ -291,7 +302,7 @@ mod tests {
 
     #[test]
     fn the_bulkhead_shows_through_the_exports() {
-        let p99 = HEADER_LEN + field(&total_fields(), "p99_ms");
+        let p99 = header_fields().split(',').count() + field(&total_fields(), "p99_ms");
         let shared = widget_default(1, false)[p99];
         let isolated = widget_default(2, false)[p99];
         assert!(shared > 5.0 * isolated, "{shared} vs {isolated}");

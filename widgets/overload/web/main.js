@@ -4,13 +4,9 @@
 // every input; the timeline (the breaker's state, calls in flight at each
 // provider, the fast provider's p99) is redrawn. Plain DOM and canvas, no network.
 import init, {
-  simulate, total_fields, bucket_fields, failure_modes, limit_modes, breaker_states,
+  simulate, header_fields, total_fields, bucket_fields, failure_modes, limit_modes, breaker_states,
 } from './widget_overload.js';
-import { drawAndFollowTheme, element, formatMs, prepareCanvas, start, slider as kitSlider, select as kitSelect } from './widget-kit.js';
-
-// The header of the Float64Array `simulate` returns (see src/lib.rs).
-const TOTAL_FIELD_COUNT = 0, BUCKET_FIELD_COUNT = 1, BUCKET_COUNT = 2, TRANSITION_COUNT = 3;
-const BUCKET_MS = 4, DURATION_MS = 5, WINDOW_START_MS = 6, WINDOW_END_MS = 7, HEADER_LEN = 8;
+import { drawAndFollowTheme, element, fieldIndex, formatMs, prepareCanvas, start, slider as kitSlider, select as kitSelect } from './widget-kit.js';
 
 const state = window.__overloadWidget = {
   ready: false,
@@ -36,20 +32,21 @@ function sideLabel(context, text, area) {
 
 // A field of the flat result by name: field lists come from the wasm, so the
 // two sides cannot drift apart.
-function reader(totalNames, bucketNames) {
-  const totalIndex = Object.fromEntries(totalNames.map((name, index) => [name, index]));
-  const bucketIndex = Object.fromEntries(bucketNames.map((name, index) => [name, index]));
+function reader(headerNames, totalNames, bucketNames) {
+  const header = fieldIndex(headerNames);
+  const totalIndex = fieldIndex(totalNames);
+  const bucketIndex = fieldIndex(bucketNames);
   return (flat) => {
-    const totals = flat[TOTAL_FIELD_COUNT], fields = flat[BUCKET_FIELD_COUNT];
-    const buckets = flat[BUCKET_COUNT], transitions = flat[TRANSITION_COUNT];
-    const bucketsAt = HEADER_LEN + 2 * totals;
+    const totals = flat[header.total_field_count], fields = flat[header.bucket_field_count];
+    const buckets = flat[header.bucket_count], transitions = flat[header.transition_count];
+    const bucketsAt = header.length + 2 * totals;
     const transitionsAt = bucketsAt + buckets * fields;
     return {
-      bucketMs: flat[BUCKET_MS],
-      durationMs: flat[DURATION_MS],
-      window: [flat[WINDOW_START_MS], flat[WINDOW_END_MS]],
+      bucketMs: flat[header.bucket_ms],
+      durationMs: flat[header.duration_ms],
+      window: [flat[header.window_start_ms], flat[header.window_end_ms]],
       buckets,
-      total: (provider, name) => flat[HEADER_LEN + (provider === 'flaky' ? totals : 0) + totalIndex[name]],
+      total: (provider, name) => flat[header.length + (provider === 'flaky' ? totals : 0) + totalIndex[name]],
       bucket: (index, name) => flat[bucketsAt + index * fields + bucketIndex[name]],
       transitions: Array.from({ length: transitions }, (_, index) => [
         flat[transitionsAt + 2 * index], flat[transitionsAt + 2 * index + 1],
@@ -249,7 +246,7 @@ async function main() {
   const root = document.getElementById('widget-overload');
   if (!root) return;
   await init();
-  const read = reader(total_fields().split(','), bucket_fields().split(','));
+  const read = reader(header_fields().split(','), total_fields().split(','), bucket_fields().split(','));
   const stateNames = breaker_states().split(',');
 
   const mode = select('mode', 'Flaky provider in its failure window', failure_modes().split(','), 'hangs');
