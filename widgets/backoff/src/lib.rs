@@ -38,9 +38,9 @@ pub fn strategy_names() -> String {
         .join(",")
 }
 
-/// One run: the header ([`header_fields`]), then `buckets` counts of calls:
-/// `buckets` equal buckets of calls over `0..span_ms`, with `buckets` equal buckets of calls over `0..span_ms`. `span_ms` is the
-/// given one if positive, else the run's own completion time.
+/// One run: the header ([`header_fields`]), then the calls counted in
+/// `buckets` equal buckets over `0..span_ms`. `span_ms` is the given one if
+/// positive, else the run's own completion time.
 #[wasm_bindgen]
 pub fn simulate(
     clients: u32,
