@@ -3,8 +3,10 @@
 
 use std::{fs, path::Path};
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Result, anyhow, bail};
 use lab_kit::record::{Meta, Point, Record, parse_line};
+
+use crate::cli::usage;
 
 /// One lab run, as read from `<slug>.jsonl`.
 #[derive(Debug, Clone)]
@@ -15,11 +17,14 @@ pub struct RunData {
 }
 
 impl RunData {
+    /// A data file is the command's input, so what is wrong with it is a
+    /// usage error (exit 2), as a bad argument is.
     pub fn load(path: &Path) -> Result<RunData> {
-        let bytes = fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-        let text =
-            String::from_utf8(bytes).map_err(|_| anyhow!("{}: not UTF-8 text", path.display()))?;
-        Self::parse(&text).map_err(|error| anyhow!("{}:{error:#}", path.display()))
+        let bytes = fs::read(path)
+            .map_err(|error| usage(format!("reading {}: {error}", path.display())))?;
+        let text = String::from_utf8(bytes)
+            .map_err(|_| usage(format!("{}: not UTF-8 text", path.display())))?;
+        Self::parse(&text).map_err(|error| usage(format!("{}:{error:#}", path.display())))
     }
 
     /// Parses a whole file; errors start with the line number.
@@ -183,11 +188,18 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("demo.jsonl");
         std::fs::write(&path, format!("{META}\nnot json\n")).unwrap();
-        let message = format!("{:#}", RunData::load(&path).unwrap_err());
+        let error = RunData::load(&path).unwrap_err();
+        let message = format!("{error:#}");
         assert!(
             message.contains("demo.jsonl:2: invalid record"),
             "{message}"
         );
+        assert!(
+            error.downcast_ref::<crate::cli::UsageError>().is_some(),
+            "a corrupt data file is bad input (exit 2): {message}"
+        );
+        let missing = RunData::load(&dir.join("none.jsonl")).unwrap_err();
+        assert!(missing.downcast_ref::<crate::cli::UsageError>().is_some());
         std::fs::remove_dir_all(dir).unwrap();
     }
 }

@@ -60,6 +60,12 @@ fn dispatch(task: &Task) -> Result<()> {
         Task::Lab(command) => lab_runs::task(&project, command),
         Task::Charts { data } => {
             let data_dir = data.clone().unwrap_or_else(|| project.reference_data());
+            if !data_dir.is_dir() {
+                return Err(cli::usage(format!(
+                    "--data {}: no such directory",
+                    data_dir.display()
+                )));
+            }
             let written = charts::draw_all(&project, &data_dir)?;
             println!("{written} SVG files in {}", project.charts_dir().display());
             Ok(())

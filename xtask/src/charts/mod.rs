@@ -41,6 +41,15 @@ pub fn draw_all(project: &Project, data_dir: &Path) -> Result<usize> {
             continue;
         }
         let data_path = data_dir.join(format!("{}.jsonl", lab.slug));
+        if !data_path.is_file() {
+            return Err(crate::cli::usage(format!(
+                "{}: no run of {} (make one with `cargo xtask lab {} --out {}`)",
+                data_path.display(),
+                lab.slug,
+                lab.slug,
+                data_dir.display()
+            )));
+        }
         let run = RunData::load(&data_path)?;
         fs::create_dir_all(out.join(&lab.slug))?;
         let mut colours = Colours::default();
