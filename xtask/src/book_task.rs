@@ -8,9 +8,10 @@ use anyhow::{Context, Result};
 
 use crate::{
     book,
-    cli::{BookCommand, BookData, usage},
+    cli::{BookCommand, BookData, Rerun, usage},
     data, lab_runs,
     project::Project,
+    release, reuse,
     steps::Steps,
     tidy::directives,
 };
@@ -29,15 +30,24 @@ pub fn run(project: &Project, command: &BookCommand) -> Result<PathBuf> {
         let mut data_dir = data_dir;
         if command.data == BookData::FreshRuns {
             let labs = project.labs()?;
-            lab_runs::run_labs(
-                project,
-                &labs,
-                command.mode,
-                &[],
-                None,
-                &data_dir,
-                &mut steps,
-            )?;
+            if let Rerun::Named(names) = &command.rerun {
+                project.select_labs(names)?;
+            }
+            steps.run("build the labs (release)", || release::build(project, &[]))?;
+            let stale = steps.run("which labs to run", || {
+                reuse::labs_to_run(project, &labs, command.mode, &command.rerun, &data_dir)
+            })?;
+            if !stale.is_empty() {
+                lab_runs::run_built(
+                    project,
+                    &stale,
+                    command.mode,
+                    &[],
+                    None,
+                    &data_dir,
+                    &mut steps,
+                )?;
+            }
             // A run that could not measure a part (no [::1] here, say) has no
             // data for that part's charts: its chapter shows the reference run.
             data_dir = overlay_runs(project, &data_dir)?;

@@ -19,9 +19,11 @@ Tasks:
         the runs, for a workshop's comparison charts
   charts [--data DIR]
         draw every chart from DIR (default book/data) into target/charts
-  book [--no-run | --data DIR...] [--full]
+  book [--no-run | --data DIR... | --rerun [<slug>...]] [--full]
         run every lab (quick mode unless --full) into target/data, draw the
-        charts and build the book into target/book; with --no-run, build from
+        charts and build the book into target/book; a lab whose binary did
+        not change since your last run of it is not run again, unless
+        --rerun names it (or, alone, every lab); with --no-run, build from
         the committed reference runs in book/data instead; with --data DIR,
         build from the runs in DIR and the reference runs for the labs DIR
         has no run of (e.g. after `lab <slug> --full --out DIR`); with --data
@@ -116,6 +118,17 @@ pub enum LabChoice {
 pub struct BookCommand {
     pub data: BookData,
     pub mode: Mode,
+    /// Which labs run again though their last run stands (`--rerun`).
+    pub rerun: Rerun,
+}
+
+/// `--rerun`: none, every lab, or the labs named after it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Rerun {
+    /// Only the labs whose binary changed, or that have no run yet.
+    Changed,
+    All,
+    Named(Vec<String>),
 }
 
 #[derive(Debug, PartialEq)]
@@ -189,11 +202,11 @@ impl Task {
                 }
             }
             "book" => {
-                words.allow(&["--no-run", "--data", "--full"], false)?;
+                words.allow(&["--no-run", "--data", "--full", "--rerun"], true)?;
                 Task::Book(words.book()?)
             }
             "serve" => {
-                words.allow(&["--no-run", "--data", "--full", "--port"], false)?;
+                words.allow(&["--no-run", "--data", "--full", "--port", "--rerun"], true)?;
                 let port = match words.value("--port") {
                     Some(text) => text
                         .parse()
@@ -349,117 +362,24 @@ impl Words {
             (false, 1) => BookData::Overlay(dirs.remove(0)),
             (false, _) => BookData::Compare(dirs),
         };
+        let rerun = match (self.has("--rerun"), self.positional.as_slice()) {
+            (false, []) => Rerun::Changed,
+            (false, [word, ..]) => return Err(usage(format!("unexpected argument {word:?}"))),
+            (true, _) if data != BookData::FreshRuns => {
+                return Err(usage(
+                    "--rerun runs labs; --no-run and --data build from runs already made",
+                ));
+            }
+            (true, []) => Rerun::All,
+            (true, names) => Rerun::Named(names.to_vec()),
+        };
         Ok(BookCommand {
             data,
             mode: self.mode()?,
+            rerun,
         })
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn parse(line: &str) -> Result<Task> {
-        let words: Vec<String> = line.split_whitespace().map(String::from).collect();
-        Task::parse(&words)
-    }
-
-    fn error(line: &str) -> String {
-        let error = parse(line).expect_err(line);
-        assert!(
-            error.downcast_ref::<UsageError>().is_some(),
-            "{line}: exit 2"
-        );
-        format!("{error}")
-    }
-
-    #[test]
-    fn each_task_parses_into_its_own_command() {
-        assert_eq!(parse("").unwrap(), Task::Help);
-        assert_eq!(
-            parse("lab conn-reuse blocking-lag --full --out target/mine").unwrap(),
-            Task::Lab(LabCommand {
-                labs: LabChoice::Named(vec!["conn-reuse".into(), "blocking-lag".into()]),
-                mode: Mode::Full,
-                out: Some(PathBuf::from("target/mine")),
-                settings: lab_kit::Settings::default(),
-                name: None,
-            })
-        );
-        assert_eq!(
-            parse("lab conn-reuse --set in_flight=5 --out mine --set requests=50").unwrap(),
-            Task::Lab(LabCommand {
-                labs: LabChoice::Named(vec!["conn-reuse".into()]),
-                mode: Mode::Quick,
-                out: Some(PathBuf::from("mine")),
-                settings: ["in_flight=5", "requests=50"]
-                    .iter()
-                    .try_fold(lab_kit::Settings::default(), |mut settings, pair| settings
-                        .push(pair)
-                        .map(|()| settings),)
-                    .unwrap(),
-                name: None,
-            })
-        );
-        assert_eq!(
-            parse("lab --all").unwrap(),
-            Task::Lab(LabCommand {
-                labs: LabChoice::All,
-                mode: Mode::Quick,
-                out: None,
-                settings: lab_kit::Settings::default(),
-                name: None,
-            })
-        );
-        assert_eq!(
-            parse("book --no-run").unwrap(),
-            Task::Book(BookCommand {
-                data: BookData::Reference,
-                mode: Mode::Quick,
-            })
-        );
-        assert_eq!(
-            parse("serve --data mine --port 8080").unwrap(),
-            Task::Serve {
-                book: BookCommand {
-                    data: BookData::Overlay(PathBuf::from("mine")),
-                    mode: Mode::Quick,
-                },
-                port: 8080,
-            }
-        );
-        assert_eq!(parse("tidy").unwrap(), Task::Tidy);
-    }
-
-    #[test]
-    fn bad_usage_is_one_line_naming_what_is_wrong() {
-        for (line, says) in [
-            ("frobnicate", "unknown task \"frobnicate\""),
-            ("book --fast", "unknown option --fast"),
-            ("book --no-run --data mine", "give one"),
-            ("lab --all conn-reuse", "not both"),
-            ("lab conn-reuse --set a=1", "needs --out"),
-            ("lab conn-reuse --set a --out mine", "expected key=value"),
-            ("lab --all --set a=1 --out mine", "exactly one lab"),
-            ("lab conn-reuse --set", "--set needs a value"),
-            ("lab conn-reuse --quick --full", "one of --quick and --full"),
-            ("lab --out", "--out needs a value"),
-            ("serve --port http", "not a port number"),
-            ("test extra", "unexpected argument \"extra\""),
-            ("exercise verify", "usage: cargo xtask exercise"),
-            ("prepare --bundle", "--bundle needs a value"),
-            ("lab --all --name alice", "--name needs --out"),
-            ("prepare --fast", "unknown option --fast"),
-            (
-                "exercise watch a --solution",
-                "--solution goes with exercise verify",
-            ),
-        ] {
-            assert!(error(line).contains(says), "{line}: {}", error(line));
-        }
-        for line in ["frobnicate", "book --fast", "lab --out"] {
-            assert!(!error(line).contains('\n'), "{line}");
-        }
-    }
-}
+mod tests;

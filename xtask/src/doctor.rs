@@ -11,7 +11,7 @@ use std::{
 
 use anyhow::{Context, Result, bail};
 
-use crate::project::Project;
+use crate::{project::Project, release};
 
 /// A backstop far above the doctor's own bounds (a minute by default, plus
 /// a shutdown's grace period with a command).
@@ -27,25 +27,10 @@ pub fn run(project: &Project, arguments: &[String]) -> ExitCode {
     }
 }
 
+/// The doctor's binary comes with its lab, in the one release build every
+/// command shares (see `release`): after `cargo xtask book` nothing compiles.
 fn build(project: &Project) -> Result<()> {
-    eprintln!("building the doctor (cargo build --release -p lab-doctor --bin doctor)...");
-    let status = project
-        .cargo()
-        .args([
-            "build",
-            "--release",
-            "--quiet",
-            "--package",
-            "lab-doctor",
-            "--bin",
-            "doctor",
-        ])
-        .status()
-        .context("starting cargo build")?;
-    if !status.success() {
-        bail!("the doctor does not build ({status}): the compiler's message is above");
-    }
-    Ok(())
+    release::build(project, &[]).context("the doctor does not build")
 }
 
 fn probe(project: &Project, arguments: &[String]) -> Result<u8> {

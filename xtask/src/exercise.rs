@@ -20,7 +20,7 @@ use anyhow::{Context, Result, bail};
 use lab_kit::manifest::PackageManifest;
 use serde::Deserialize;
 
-use crate::{cli::usage, project::Project};
+use crate::{cli::usage, project::Project, release};
 
 /// `cargo xtask exercise ...`, parsed.
 #[derive(Debug, PartialEq)]
@@ -38,6 +38,9 @@ pub struct ExerciseCrate {
     /// The slug of the chapter it belongs to.
     pub chapter: String,
     pub title: String,
+    /// What the check's FAIL line names as shipped (`fails_with` in its
+    /// manifest): the bug the reader fixes, measured.
+    pub fails_with: String,
     pub dir: PathBuf,
 }
 
@@ -46,6 +49,7 @@ pub struct ExerciseCrate {
 struct ExerciseMetadata {
     chapter: String,
     title: String,
+    fails_with: String,
 }
 
 /// The check may take 30 s and ends itself a little later; past this the
@@ -83,6 +87,7 @@ pub fn exercises(project: &Project) -> Result<Vec<ExerciseCrate>> {
             name: package.name,
             chapter: metadata.chapter,
             title: metadata.title,
+            fails_with: metadata.fails_with,
             dir,
         });
     }
@@ -154,21 +159,120 @@ fn listing(all: &[ExerciseCrate], progress: &Progress) -> String {
 }
 
 /// Builds the exercise's check (and with it the reader's code) in release,
-/// as the labs are built.
+/// with the labs, so that no shared crate is compiled again (see `release`).
 fn build(project: &Project, exercise: &ExerciseCrate) -> Result<()> {
-    let status = project
-        .cargo()
-        .args(["build", "--release", "--quiet", "--package", &exercise.name])
-        .status()
-        .context("starting cargo build")?;
-    if !status.success() {
+    release::build(project, &[&exercise.name]).with_context(|| {
+        format!(
+            "{} does not build",
+            exercise.dir.join("src/lib.rs").display()
+        )
+    })
+}
+
+/// Builds every exercise's check in release, with the labs.
+pub fn build_all(project: &Project) -> Result<()> {
+    let all = exercises(project)?;
+    let names: Vec<&str> = all.iter().map(|exercise| exercise.name.as_str()).collect();
+    release::build(project, &names)
+}
+
+/// What `cargo xtask test` asks of every exercise (built by [`build_all`]):
+/// as shipped its check fails, exit 1, with a FAIL line that names
+/// `fails_with` and a hint; with `--solution` it passes, exit 0. So a check
+/// that cannot fail, or a solution that does not pass, fails CI. Every
+/// exercise is checked; the error names each one that is not so.
+pub fn check_all(project: &Project) -> Result<()> {
+    let all = exercises(project)?;
+    let mut wrong = Vec::new();
+    for (index, exercise) in all.iter().enumerate() {
+        let started = Instant::now();
+        let verdict = check_both_ways(project, exercise);
+        eprintln!(
+            "    [{}/{}] {}: {} ({:.1} s)",
+            index + 1,
+            all.len(),
+            exercise.name,
+            match &verdict {
+                Ok(()) => "fails as shipped, passes with its solution".to_string(),
+                Err(error) => format!("WRONG: {error:#}"),
+            },
+            started.elapsed().as_secs_f64()
+        );
+        if let Err(error) = verdict {
+            wrong.push(format!("{}: {}", exercise.name, first_line(&error)));
+        }
+    }
+    if !wrong.is_empty() {
         bail!(
-            "{} does not build: the compiler's message is above ({})",
-            exercise.dir.join("src/lib.rs").display(),
-            status
+            "{} of {} exercise checks are wrong:\n  {}",
+            wrong.len(),
+            all.len(),
+            wrong.join("\n  ")
         );
     }
     Ok(())
+}
+
+fn first_line(error: &anyhow::Error) -> String {
+    format!("{error:#}")
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Runs one check as shipped and with its solution; see [`check_all`].
+fn check_both_ways(project: &Project, exercise: &ExerciseCrate) -> Result<()> {
+    let (code, said) = run_captured(project, exercise, false)?;
+    let shown = || {
+        said.trim_end()
+            .lines()
+            .last()
+            .unwrap_or_default()
+            .to_string()
+    };
+    if code != Some(1) {
+        bail!(
+            "as shipped the check must fail (exit 1), it exited {code:?}: {}",
+            shown()
+        );
+    }
+    for needed in ["FAIL: ", exercise.fails_with.as_str(), "hint: "] {
+        if !said.contains(needed) {
+            bail!("as shipped its output does not contain {needed:?}:\n{said}");
+        }
+    }
+    let (code, said) = run_captured(project, exercise, true)?;
+    if code != Some(0) || !said.contains("PASS: ") {
+        bail!(
+            "with the solution the check must pass (exit 0 and a PASS line), it exited {code:?}:\n{said}"
+        );
+    }
+    Ok(())
+}
+
+/// Runs the built check with its output captured (stdout then stderr, each
+/// in a temporary file), under the same kill timer as `verify`: its exit
+/// code (none when killed) and what it said.
+fn run_captured(
+    project: &Project,
+    exercise: &ExerciseCrate,
+    solution: bool,
+) -> Result<(Option<i32>, String)> {
+    let stdout = tempfile::tempfile().context("creating a temporary file")?;
+    let stderr = tempfile::tempfile().context("creating a temporary file")?;
+    let mut command = check_command(project, exercise, solution);
+    command
+        .stdout(stdout.try_clone()?)
+        .stderr(stderr.try_clone()?);
+    let status = run_bounded(command, &exercise.name)?;
+    let mut said = String::new();
+    for mut file in [stdout, stderr] {
+        use std::io::{Read, Seek};
+        file.rewind()?;
+        file.read_to_string(&mut said)?;
+    }
+    Ok((status.and_then(|status| status.code()), said))
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -181,31 +285,7 @@ enum Outcome {
 /// Runs the built check; its verdict goes straight to the terminal. The
 /// reader's own verdicts are kept as progress.
 fn verify(project: &Project, exercise: &ExerciseCrate, solution: bool) -> Result<Outcome> {
-    let exe = project.cargo_target().join("release").join(&exercise.name);
-    let mut command = Command::new(&exe);
-    if solution {
-        command.arg("--solution");
-    }
-    command.stdin(Stdio::null());
-    lab_kit::process::own_group_killed_with_parent(&mut command);
-    let mut child = command
-        .spawn()
-        .with_context(|| format!("starting {}", exe.display()))?;
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait()? {
-            break Some(status);
-        }
-        if started.elapsed() > KILL_AFTER {
-            // SAFETY: kill(2) on the process group the check leads.
-            unsafe {
-                libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL);
-            }
-            let _ = child.wait();
-            break None;
-        }
-        thread::sleep(Duration::from_millis(50));
-    };
+    let status = run_bounded(check_command(project, exercise, solution), &exercise.name)?;
     let outcome = match status.and_then(|status| status.code()) {
         Some(0) => Outcome::Passed,
         Some(1) => Outcome::Failed,
@@ -223,6 +303,41 @@ fn verify(project: &Project, exercise: &ExerciseCrate, solution: bool) -> Result
         Progress::load(project).record(project, &exercise.name, outcome)?;
     }
     Ok(outcome)
+}
+
+/// The built check of `exercise`, as shipped or with `--solution`.
+fn check_command(project: &Project, exercise: &ExerciseCrate, solution: bool) -> Command {
+    let exe = project.cargo_target().join("release").join(&exercise.name);
+    let mut command = Command::new(exe);
+    if solution {
+        command.arg("--solution");
+    }
+    command.stdin(Stdio::null());
+    command
+}
+
+/// Runs a check in its own process group, killed with the xtask, and kills
+/// the group past [`KILL_AFTER`]: its exit status, or none when killed.
+fn run_bounded(mut command: Command, name: &str) -> Result<Option<std::process::ExitStatus>> {
+    lab_kit::process::own_group_killed_with_parent(&mut command);
+    let mut child = command
+        .spawn()
+        .with_context(|| format!("starting the check of {name}"))?;
+    let started = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait()? {
+            return Ok(Some(status));
+        }
+        if started.elapsed() > KILL_AFTER {
+            // SAFETY: kill(2) on the process group the check leads.
+            unsafe {
+                libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL);
+            }
+            let _ = child.wait();
+            return Ok(None);
+        }
+        thread::sleep(Duration::from_millis(50));
+    }
 }
 
 /// Verifies, then again whenever a file under the exercise's `src/` or
@@ -330,6 +445,7 @@ mod tests {
             name: name.into(),
             chapter: chapter.into(),
             title: format!("the {name} exercise"),
+            fails_with: "what it measured".into(),
             dir: PathBuf::from(name),
         }
     }

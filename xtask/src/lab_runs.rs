@@ -23,8 +23,8 @@ use crate::{
     cli::{LabChoice, LabCommand, usage},
     project::Lab,
     project::Project,
-    runner,
-    steps::{self, Steps},
+    release, runner,
+    steps::Steps,
 };
 
 /// Without a terminal to redraw a status line in, a running lab's progress is
@@ -86,6 +86,19 @@ pub fn run_labs(
     steps: &mut Steps,
 ) -> Result<()> {
     steps.run("build the labs (release)", || build(project))?;
+    run_built(project, labs, mode, settings, name, out_dir, steps)
+}
+
+/// [`run_labs`] without the build: the labs' binaries are built already.
+pub fn run_built(
+    project: &Project,
+    labs: &[Lab],
+    mode: Mode,
+    settings: &[String],
+    name: Option<&str>,
+    out_dir: &Path,
+    steps: &mut Steps,
+) -> Result<()> {
     if !settings.is_empty() {
         steps.run("check the settings", || {
             check_settings(project, labs, settings)
@@ -189,21 +202,10 @@ fn check_settings(project: &Project, labs: &[Lab], settings: &[String]) -> Resul
     Ok(())
 }
 
-/// Builds every lab, whichever of them will run: cargo resolves the features
-/// of shared dependencies (axum, tokio, ...) for the packages it is asked to
-/// build, so building only some labs would compile those dependencies again
-/// with other features, and the next `cargo xtask book` once more.
+/// Builds every lab, whichever of them will run: the one release build
+/// every command shares (see `release`).
 fn build(project: &Project) -> Result<()> {
-    let mut build = project.cargo();
-    build.args(["build", "--release"]);
-    for lab in project.labs()? {
-        build.args(["--package", &lab.package]);
-    }
-    let status = steps::status_with_heartbeat(&mut build, "cargo build --release")?;
-    if !status.success() {
-        bail!("building the labs failed ({status})");
-    }
-    Ok(())
+    release::build(project, &[])
 }
 
 /// The labs in the order they run: each lab that must run alone is a batch of

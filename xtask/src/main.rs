@@ -15,6 +15,8 @@ mod lab_runs;
 mod prepare;
 mod project;
 mod reaper;
+mod release;
+mod reuse;
 mod runner;
 mod serve;
 mod steps;

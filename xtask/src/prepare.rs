@@ -13,10 +13,10 @@ use anyhow::{Context, Result, bail};
 
 use crate::{
     book_task,
-    cli::{BookCommand, BookData},
+    cli::{BookCommand, BookData, Rerun},
     exercise,
     project::Project,
-    steps::{self, Steps},
+    steps::Steps,
     toolchain,
 };
 
@@ -34,7 +34,7 @@ pub fn run(project: &Project, bundle: Option<&Path>) -> Result<()> {
         &mut || toolchain::ensure(project),
     );
     step(&mut steps, "build the exercises (release)", &mut || {
-        build_exercises(project)
+        exercise::build_all(project)
     });
     step(
         &mut steps,
@@ -45,6 +45,7 @@ pub fn run(project: &Project, bundle: Option<&Path>) -> Result<()> {
                 &BookCommand {
                     data: BookData::FreshRuns,
                     mode: lab_kit::Mode::Quick,
+                    rerun: Rerun::Changed,
                 },
             )
             .map(|_| ())
@@ -79,19 +80,6 @@ fn first_line(error: &anyhow::Error) -> String {
         .next()
         .unwrap_or_default()
         .to_string()
-}
-
-fn build_exercises(project: &Project) -> Result<()> {
-    let mut build = project.cargo();
-    build.args(["build", "--release"]);
-    for exercise in exercise::exercises(project)? {
-        build.args(["--package", &exercise.name]);
-    }
-    let status = steps::status_with_heartbeat(&mut build, "cargo build --release (exercises)")?;
-    if !status.success() {
-        bail!("building the exercises failed ({status})");
-    }
-    Ok(())
 }
 
 /// `cargo vendor` into DIR/vendor, and DIR/config.toml: the lines to put in

@@ -4,7 +4,7 @@
 use anyhow::{Result, bail};
 
 use crate::{
-    book, browser_checks,
+    book, browser_checks, exercise,
     project::Project,
     steps::{self, Steps},
     tidy,
@@ -54,6 +54,13 @@ pub fn run(project: &Project) -> Result<()> {
             "--",
             "--quiet",
         ])
+    });
+    // The exercises' checks from the same build: each must fail as shipped
+    // and pass with its solution (one run each way, one after another, since
+    // each check measures time on this machine).
+    let _ = steps.run("exercises: fail as shipped, pass solved", || {
+        exercise::build_all(project)?;
+        exercise::check_all(project)
     });
     let _ = steps.run("cargo test (xtask)", || {
         cargo_step(&[

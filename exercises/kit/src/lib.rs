@@ -329,35 +329,6 @@ fn report(
     }
 }
 
-/// The test every exercise has (`tests/verify.rs`): as shipped, the check
-/// fails and its message names `cause`; with `--solution` it passes.
-pub fn assert_shipped_fails_and_solution_passes(exe: &str, cause: &str) {
-    let run = |arguments: &[&str]| {
-        let output = std::process::Command::new(exe)
-            .args(arguments)
-            .output()
-            .unwrap_or_else(|error| panic!("running {exe}: {error}"));
-        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
-        (output.status.code(), format!("{stdout}{stderr}"))
-    };
-    let (code, said) = run(&[]);
-    assert_eq!(code, Some(1), "as shipped, the check must fail: {said}");
-    assert!(said.contains("FAIL: "), "{said}");
-    assert!(
-        said.contains(cause),
-        "the failure must name {cause:?}: {said}"
-    );
-    assert!(said.contains("hint: "), "{said}");
-    let (code, said) = run(&["--solution"]);
-    assert_eq!(
-        code,
-        Some(0),
-        "with the solution, the check must pass: {said}"
-    );
-    assert!(said.contains("PASS: "), "{said}");
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -141,3 +141,22 @@ pub async fn run(mode: Mode, config: &BlockingConfig, out: &mut Output) -> Resul
     }
     Ok(())
 }
+
+/// The lab binary's `main`; `src/main.rs` only calls it. It lives in the
+/// library because the binary crate is where generic code is compiled at
+/// opt-level 3 a second time: with `main` in the binary, each lab's binary
+/// took 8 to 24 s to compile; with it here, under half a second
+/// (ARCHITECTURE.md, "Timings and build profiles").
+pub fn main() -> std::process::ExitCode {
+    use crate::prober;
+
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some(prober::SUBCOMMAND) {
+        return prober::prober_main(&args[2..]);
+    }
+    lab_kit::cli::run_lab(
+        include_str!("../Cargo.toml"),
+        |mode| crate::BlockingConfig::for_mode(mode, crate::this_binary()),
+        |mode, config, mut out| async move { crate::run(mode, &config, &mut out).await },
+    )
+}

@@ -168,3 +168,21 @@ pub async fn run(mode: Mode, config: &ClientTimeoutsConfig, out: &mut Output) ->
 pub fn millis(duration: Duration) -> f64 {
     duration.as_secs_f64() * 1000.0
 }
+
+/// The lab binary's `main`; `src/main.rs` only calls it. It lives in the
+/// library because the binary crate is where generic code is compiled at
+/// opt-level 3 a second time: with `main` in the binary, each lab's binary
+/// took 8 to 24 s to compile; with it here, under half a second
+/// (ARCHITECTURE.md, "Timings and build profiles").
+pub fn main() -> std::process::ExitCode {
+    let arguments: Vec<String> = std::env::args().skip(1).collect();
+    if arguments.first().map(String::as_str) == Some("check") {
+        // A verdict on stdout and exit 0, or one error line and exit 2.
+        return lab_kit::cli::run_subcommand(crate::check::run_check(&arguments[1..]));
+    }
+    lab_kit::cli::run_lab(
+        include_str!("../Cargo.toml"),
+        crate::ClientTimeoutsConfig::for_mode,
+        |mode, config, mut out| async move { crate::run(mode, &config, &mut out).await },
+    )
+}

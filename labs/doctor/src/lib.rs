@@ -17,6 +17,7 @@ pub mod lab;
 pub mod options;
 pub mod report;
 pub mod services;
+pub mod tool;
 
 pub use crate::{
     finding::{Check, Finding, Grade},
@@ -24,3 +25,28 @@ pub use crate::{
     options::{Options, Target},
     report::Report,
 };
+
+/// The lab binary's `main`; `src/main.rs` only calls it. It lives in the
+/// library because the binary crate is where generic code is compiled at
+/// opt-level 3 a second time: with `main` in the binary, each lab's binary
+/// took 8 to 24 s to compile; with it here, under half a second
+/// (ARCHITECTURE.md, "Timings and build profiles").
+pub fn main() -> std::process::ExitCode {
+    use std::process::ExitCode;
+
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("serve") {
+        return match crate::services::serve_main(&args[1..]) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => {
+                eprintln!("error: {error:#}");
+                ExitCode::from(2)
+            }
+        };
+    }
+    lab_kit::cli::run_lab(
+        include_str!("../Cargo.toml"),
+        crate::DoctorConfig::for_mode,
+        |mode, config, mut out| async move { crate::run(mode, &config, &mut out).await },
+    )
+}

@@ -162,3 +162,16 @@ pub async fn run(mode: Mode, config: &HealthConfig, out: &mut Output) -> Result<
     fleet::write_fleet(&config.fleet, out).context("the fleet simulation")?;
     Ok(())
 }
+
+/// The lab binary's `main`; `src/main.rs` only calls it. It lives in the
+/// library because the binary crate is where generic code is compiled at
+/// opt-level 3 a second time: with `main` in the binary, each lab's binary
+/// took 8 to 24 s to compile; with it here, under half a second
+/// (ARCHITECTURE.md, "Timings and build profiles").
+pub fn main() -> std::process::ExitCode {
+    lab_kit::cli::run_lab(
+        include_str!("../Cargo.toml"),
+        crate::HealthConfig::for_mode,
+        |mode, config, mut out| async move { crate::run(mode, &config, &mut out).await },
+    )
+}

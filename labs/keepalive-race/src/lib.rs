@@ -103,3 +103,21 @@ where
     }
     outputs
 }
+
+/// The lab binary's `main`; `src/main.rs` only calls it. It lives in the
+/// library because the binary crate is where generic code is compiled at
+/// opt-level 3 a second time: with `main` in the binary, each lab's binary
+/// took 8 to 24 s to compile; with it here, under half a second
+/// (ARCHITECTURE.md, "Timings and build profiles").
+pub fn main() -> std::process::ExitCode {
+    let arguments: Vec<String> = std::env::args().skip(1).collect();
+    if arguments.first().map(String::as_str) == Some("probe") {
+        // A verdict on stdout and exit 0, or one error line and exit 2.
+        return lab_kit::cli::run_subcommand(crate::probe::run_probe(&arguments[1..]));
+    }
+    lab_kit::cli::run_lab(
+        include_str!("../Cargo.toml"),
+        crate::KeepaliveConfig::for_mode,
+        |mode, config, mut out| async move { crate::run(mode, &config, &mut out).await },
+    )
+}

@@ -6,6 +6,7 @@
 //! A lab is a program that prints JSON Lines to stdout (see [`record`]) and its
 //! progress to stderr. [`cli::run_lab`] is the `main` every lab uses.
 
+pub mod binary;
 #[cfg(feature = "runtime")]
 pub mod child;
 pub mod cli;

@@ -48,10 +48,12 @@ pub struct Meta {
     /// empty for a run with the lab's own settings.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub set: Vec<String>,
-    /// The name the reader gave this machine (`--name alice`), so that a
-    /// workshop's comparison charts can tell the attendees' runs apart.
+    /// The machine's name (`--name alice`), for a workshop's comparison.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// The id of the binary that made the run (`binary::id_of`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub binary: Option<String>,
     pub machine: Machine,
 }
 
@@ -76,6 +78,7 @@ impl Meta {
             params: to_fields(params)?,
             set: Vec::new(),
             name: None,
+            binary: crate::binary::own_id(),
             machine: Machine::collect(),
         })
     }

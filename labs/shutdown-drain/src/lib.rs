@@ -103,3 +103,32 @@ pub async fn probe_own_server(
         .collect();
     probe::probe(&probe::parse_args(&args)?).await
 }
+
+/// The lab binary's `main`; `src/main.rs` only calls it. It lives in the
+/// library because the binary crate is where generic code is compiled at
+/// opt-level 3 a second time: with `main` in the binary, each lab's binary
+/// took 8 to 24 s to compile; with it here, under half a second
+/// (ARCHITECTURE.md, "Timings and build profiles").
+pub fn main() -> std::process::ExitCode {
+    use std::process::ExitCode;
+
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        // 0 clean, 1 a problem found, 2 could not probe (one error line).
+        Some("probe") => ExitCode::from(crate::probe::probe_main(&args[1..])),
+        Some("__server") => match crate::server::server_main(&args[1..]) {
+            // `process::exit`, not a return: a server that hit its deadline
+            // must not wait for the tasks it gave up on.
+            Ok(code) => std::process::exit(code),
+            Err(error) => {
+                eprintln!("error: {error:#}");
+                ExitCode::from(2)
+            }
+        },
+        _ => lab_kit::cli::run_lab(
+            include_str!("../Cargo.toml"),
+            crate::ShutdownConfig::for_mode,
+            |mode, config, mut out| async move { crate::run(mode, &config, &mut out).await },
+        ),
+    }
+}

@@ -24,6 +24,7 @@ pub(super) fn check(
 ) {
     let read = |page: &str| fs::read_to_string(book_dir.join(page)).unwrap_or_default();
     let summary = read("SUMMARY.md");
+    let workspace = fs::read_to_string(book_dir.join("../Cargo.toml")).unwrap_or_default();
     let glossary = read("glossary.md");
     let terms = glossary_anchors(&glossary);
     if terms.is_empty() {
@@ -58,6 +59,12 @@ pub(super) fn check(
         }
         for exercise in mine {
             check_exercise(exercise, &chapter, problems);
+            let profile = format!("[profile.release.package.{}]\nopt-level = 1", exercise.name);
+            if !workspace.contains(&profile) {
+                problems.add(format!(
+                    "Cargo.toml has no `{profile}`: an exercise's check is built at opt-level 1 (see the comment there)"
+                ));
+            }
         }
         let bank = format!("interviews/{slug}.md");
         if !summary.contains(&format!("({bank})")) {
@@ -95,20 +102,20 @@ pub(super) fn check(
     }
 }
 
-/// An exercise has the reader's file with its TODO, a solution, a test, and
+/// An exercise has the reader's file with its TODO, a solution, what its
+/// check fails with as shipped (`cargo xtask test` runs it both ways), and
 /// its task and solution in its chapter.
 fn check_exercise(exercise: &ExerciseCrate, chapter: &str, problems: &mut Problems) {
     let name = &exercise.name;
-    for file in [
-        "src/lib.rs",
-        "src/main.rs",
-        "solution/lib.rs",
-        "tests/verify.rs",
-        "README.md",
-    ] {
+    for file in ["src/lib.rs", "src/main.rs", "solution/lib.rs", "README.md"] {
         if !exercise.dir.join(file).is_file() {
             problems.add(format!("exercises/{name} has no {file}"));
         }
+    }
+    if exercise.fails_with.trim().is_empty() {
+        problems.add(format!(
+            "exercises/{name}/Cargo.toml: fails_with is empty; name what the check's FAIL line says as shipped"
+        ));
     }
     let yours = fs::read_to_string(exercise.dir.join("src/lib.rs")).unwrap_or_default();
     if !yours.contains("TODO") {

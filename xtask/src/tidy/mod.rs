@@ -17,6 +17,7 @@ use crate::{charts, data::RunData, project::Project};
 
 mod built;
 mod chapter_scope;
+mod features;
 mod file_length;
 mod includes;
 mod learning;
@@ -135,7 +136,8 @@ pub fn check_sources(project: &Project) -> Result<Problems> {
     check_rust_files(&sources, &mut problems);
     let manifests = member_manifests(project)?;
     check_test_switches(project, &manifests, &mut problems)?;
-    check_dev_features(project, &manifests, &mut problems);
+    features::check_manifests(project, &manifests, &mut problems);
+    features::check_package_sets(project, &mut problems)?;
     check_layout(project, &chapters, &sources, &mut problems)?;
     Ok(problems)
 }
@@ -224,31 +226,17 @@ fn check_layout(
     Ok(())
 }
 
-/// A lab's or widget's dev-dependency that turns on features changes that
-/// crate for the whole workspace's test build (cargo unifies features), so
-/// `cargo test --release` rebuilds it, and everything above it, instead of
-/// reusing the book's release build: a tokio `test-util` once doubled the
-/// labs' test time this way.
-fn check_dev_features(project: &Project, manifests: &[Manifest], problems: &mut Problems) {
-    for (manifest, table) in manifests {
-        let shown = manifest.strip_prefix(&project.root).unwrap_or(manifest);
-        for (name, features) in dev_dependency_features(table) {
-            problems.add(format!(
-                "{}: the dev-dependency {name} turns on {features:?}; that rebuilds {name} \
-                 and every crate above it for the tests (features are unified), so \
-                 `cargo test --release` cannot reuse the book's build",
-                shown.display()
-            ));
-        }
-    }
-}
-
-/// A lab's or widget's Cargo.toml: where it is, and what it says.
+/// A member's Cargo.toml: where it is, and what it says.
 type Manifest = (std::path::PathBuf, toml::Table);
 
-/// Every lab's and widget's manifest, parsed.
+/// Every member's manifest (labs, exercises, widgets, the xtask), parsed.
 fn member_manifests(project: &Project) -> Result<Vec<Manifest>> {
     let mut manifests = Vec::new();
+    let xtask = project.root.join("xtask/Cargo.toml");
+    let table: toml::Table = fs::read_to_string(&xtask)?
+        .parse()
+        .with_context(|| format!("parsing {}", xtask.display()))?;
+    manifests.push((xtask, table));
     for folder in ["labs", "exercises", "widgets"] {
         for entry in fs::read_dir(project.root.join(folder))? {
             let manifest = entry?.path().join("Cargo.toml");
@@ -262,26 +250,6 @@ fn member_manifests(project: &Project) -> Result<Vec<Manifest>> {
         }
     }
     Ok(manifests)
-}
-
-/// The dev-dependencies of a manifest that name features of their own.
-fn dev_dependency_features(manifest: &toml::Table) -> Vec<(String, Vec<String>)> {
-    let Some(dev) = manifest
-        .get("dev-dependencies")
-        .and_then(|dev| dev.as_table())
-    else {
-        return Vec::new();
-    };
-    dev.iter()
-        .filter_map(|(name, spec)| {
-            let features = spec.as_table()?.get("features")?.as_array()?;
-            let features: Vec<String> = features
-                .iter()
-                .filter_map(|feature| feature.as_str().map(str::to_string))
-                .collect();
-            (!features.is_empty()).then(|| (name.clone(), features))
-        })
-        .collect()
 }
 
 /// A target with `test = false` in its manifest (a lab's thin `main.rs`, a
@@ -369,23 +337,6 @@ pub fn files_with_extension(dir: &Path, extension: &str) -> Result<Vec<PathBuf>>
 
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn a_dev_dependency_with_features_is_named() {
-        let manifest: toml::Table = r#"
-            [dependencies]
-            tokio = { workspace = true, features = ["net"] }
-            [dev-dependencies]
-            tokio = { workspace = true, features = ["test-util"] }
-            hyper.workspace = true
-        "#
-        .parse()
-        .expect("a manifest");
-        assert_eq!(
-            super::dev_dependency_features(&manifest),
-            [("tokio".to_string(), vec!["test-util".to_string()])]
-        );
-    }
-
     use super::*;
 
     #[test]

@@ -1,9 +1,0 @@
-//! As shipped, the check fails and names what it measured; with the solution it passes.
-
-#[test]
-fn as_shipped_it_fails_and_the_solution_passes() {
-    exercise_kit::assert_shipped_fails_and_solution_passes(
-        env!("CARGO_BIN_EXE_cancellation-client-disconnect"),
-        "s after the client left and finished its work",
-    );
-}

@@ -1,9 +1,0 @@
-//! As shipped, the check fails and names the requests lost to the race; with the solution it passes.
-
-#[test]
-fn as_shipped_it_fails_and_the_solution_passes() {
-    exercise_kit::assert_shipped_fails_and_solution_passes(
-        env!("CARGO_BIN_EXE_keepalive-race-client-pool-idle"),
-        "on connections the API had already closed",
-    );
-}

@@ -1,0 +1,99 @@
+//! The `doctor` binary's `main` (`src/bin/doctor.rs` only calls it): parse
+//! the flags, run the checks with one line of progress each, print the report
+//! (text or `--json`) and exit 0, 1 or 2. In the library rather than in the
+//! binary, as every lab's `main` is, because a binary crate compiles the
+//! generic code it reaches again (ARCHITECTURE.md, "Timings and build profiles").
+
+use std::{
+    io::{IsTerminal, Write},
+    process::ExitCode,
+    time::Duration,
+};
+
+use crate::{Check, Finding, Report, checks, options};
+
+/// Progress on stderr: one line a check as it ends.
+struct Lines {
+    quiet: bool,
+}
+
+impl checks::Progress for Lines {
+    fn started(&self, checks: &[Check], bound: Duration) {
+        if !self.quiet {
+            eprintln!(
+                "doctor: {} checks, at most {:.0} s (the watching checks run at once)",
+                checks.len(),
+                bound.as_secs_f64()
+            );
+        }
+    }
+
+    fn finished(&self, finding: &Finding, done: usize, of: usize) {
+        if !self.quiet {
+            eprintln!(
+                "[{done}/{of}] {:5} {}: {}",
+                finding.grade.label(),
+                finding.check,
+                finding.measured
+            );
+        }
+    }
+}
+
+/// The `doctor` command: see [`options::USAGE`].
+pub fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if lab_kit::flags::asks_for_help(&args) {
+        let _ = writeln!(std::io::stdout(), "{}", options::USAGE);
+        return ExitCode::SUCCESS;
+    }
+    let options = match options::parse(&args) {
+        Ok(options) => options,
+        Err(error) => {
+            eprintln!("doctor: {error:#}");
+            return ExitCode::from(2);
+        }
+    };
+    let progress = Lines {
+        quiet: options.json && !std::io::stderr().is_terminal(),
+    };
+    let outcome = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(anyhow::Error::from)
+        .and_then(|runtime| {
+            let findings = runtime.block_on(checks::run(&options, &progress));
+            // Whatever a check left behind (a hung connection) is dropped here.
+            runtime.shutdown_timeout(Duration::from_millis(200));
+            findings
+        });
+    match outcome {
+        Ok(findings) => {
+            let report = Report::new(&options, findings);
+            let printed = if options.json {
+                serde_json::to_string(&report).map_err(anyhow::Error::from)
+            } else {
+                Ok(report.text())
+            };
+            match printed {
+                Ok(text) => {
+                    let _ = writeln!(std::io::stdout(), "{text}");
+                    ExitCode::from(report.exit)
+                }
+                Err(error) => {
+                    eprintln!("doctor: encoding the report: {error}");
+                    ExitCode::from(2)
+                }
+            }
+        }
+        Err(error) => {
+            eprintln!("doctor: could not probe: {error:#}");
+            if options.json {
+                let line = serde_json::json!({ "error": format!("{error:#}"), "exit": 2 });
+                let _ = writeln!(std::io::stdout(), "{line}");
+            }
+            ExitCode::from(2)
+        }
+    }
+}
