@@ -59,10 +59,10 @@ pub(super) fn check(
         }
         for exercise in mine {
             check_exercise(exercise, &chapter, problems);
-            let profile = format!("[profile.release.package.{}]\nopt-level = 1", exercise.name);
+            let profile = format!("[profile.release.package.{}]\nopt-level = 0", exercise.name);
             if !workspace.contains(&profile) {
                 problems.add(format!(
-                    "Cargo.toml has no `{profile}`: an exercise's check is built at opt-level 1 (see the comment there)"
+                    "Cargo.toml has no `{profile}`: an exercise's check is built at opt-level 0 (see the comment there)"
                 ));
             }
         }
