@@ -93,7 +93,7 @@ fn load_shedding_app(workers: usize, service: Duration) -> Router {
         }))
         .load_shed()
         // Not `.concurrency_limit(workers)`: under `Router::layer` that is a
-        // limit per connection (tests/tower_limits.rs). The global layer
+        // limit per connection (tests/overload/tower_limits.rs). The global layer
         // builds its semaphore once and shares it.
         .layer(GlobalConcurrencyLimitLayer::new(workers));
     Router::new()

@@ -14,7 +14,7 @@
 //! ```
 //!
 //! With `HandleErrorLayer` in front, turning the error into a status, it does
-//! (`tests/handler_deadline.rs` shows what a client then gets):
+//! (`tests/server-timeouts/handler_deadline.rs` shows what a client then gets):
 //!
 //! ```
 //! use std::time::Duration;

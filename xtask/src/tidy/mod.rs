@@ -21,6 +21,7 @@ mod features;
 mod file_length;
 mod includes;
 mod learning;
+mod paths;
 mod type_names;
 mod workshops;
 
@@ -56,6 +57,11 @@ pub fn check_sources(project: &Project) -> Result<Problems> {
     for chapter in &chapters {
         includes::check_includes(chapter, &mut problems)?;
     }
+    let mut pages = chapters.clone();
+    pages.extend(files_with_extension(&book_dir, "toml")?);
+    pages.push(project.root.join("README.md"));
+    pages.push(project.root.join("ARCHITECTURE.md"));
+    paths::check(&project.root, &pages, &mut problems);
     let summary =
         fs::read_to_string(book_dir.join("SUMMARY.md")).context("reading book/SUMMARY.md")?;
     let mut shown_charts: HashSet<String> = HashSet::new();
