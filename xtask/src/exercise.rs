@@ -223,29 +223,31 @@ fn first_line(error: &anyhow::Error) -> String {
 
 /// Runs one check as shipped and with its solution; see [`check_all`].
 fn check_both_ways(project: &Project, exercise: &ExerciseCrate) -> Result<()> {
-    let (code, said) = run_captured(project, exercise, false)?;
-    let shown = || {
-        said.trim_end()
-            .lines()
-            .last()
-            .unwrap_or_default()
-            .to_string()
-    };
-    if code != Some(1) {
-        bail!(
-            "as shipped the check must fail (exit 1), it exited {code:?}: {}",
-            shown()
-        );
+    let shipped = run_captured(project, exercise, false)?;
+    let solved = run_captured(project, exercise, true)?;
+    judge(&shipped, &solved, &exercise.fails_with)
+}
+
+/// The verdict on a check's two runs (exit code, what it said): shipped, it
+/// exits 1 with a FAIL line naming `fails_with` and a hint; solved, it exits 0
+/// with a PASS line.
+fn judge(
+    (shipped_code, shipped): &(Option<i32>, String),
+    (solved_code, solved): &(Option<i32>, String),
+    fails_with: &str,
+) -> Result<()> {
+    if *shipped_code != Some(1) {
+        let last = shipped.trim_end().lines().last().unwrap_or_default();
+        bail!("as shipped the check must fail (exit 1), it exited {shipped_code:?}: {last}");
     }
-    for needed in ["FAIL: ", exercise.fails_with.as_str(), "hint: "] {
-        if !said.contains(needed) {
-            bail!("as shipped its output does not contain {needed:?}:\n{said}");
+    for needed in ["FAIL: ", fails_with, "hint: "] {
+        if !shipped.contains(needed) {
+            bail!("as shipped its output does not contain {needed:?}:\n{shipped}");
         }
     }
-    let (code, said) = run_captured(project, exercise, true)?;
-    if code != Some(0) || !said.contains("PASS: ") {
+    if *solved_code != Some(0) || !solved.contains("PASS: ") {
         bail!(
-            "with the solution the check must pass (exit 0 and a PASS line), it exited {code:?}:\n{said}"
+            "with the solution the check must pass (exit 0 and a PASS line), it exited {solved_code:?}:\n{solved}"
         );
     }
     Ok(())
@@ -481,6 +483,31 @@ mod tests {
                 exercise.name.starts_with(&format!("{}-", exercise.chapter)),
                 "an exercise is named <chapter>-<what>: {exercise:?}"
             );
+        }
+    }
+
+    #[test]
+    fn a_check_must_fail_as_shipped_naming_its_cause_and_pass_solved() {
+        let run = |code: i32, said: &str| (Some(code), said.to_string());
+        let failed = run(
+            1,
+            "FAIL: 3 connections for 20 requests\nhint: share one client",
+        );
+        let passed = run(0, "PASS: 1 connection");
+        assert!(judge(&failed, &passed, "connections for 20 requests").is_ok());
+        for (shipped, solved, says) in [
+            (&passed, &passed, "as shipped the check must fail"),
+            (&failed, &failed, "with the solution the check must pass"),
+            (&run(1, "FAIL: other\nhint: x"), &passed, "does not contain"),
+            (
+                &run(1, "FAIL: 3 connections for 20 requests"),
+                &passed,
+                "\"hint: \"",
+            ),
+            (&(None, String::new()), &passed, "exited None"),
+        ] {
+            let error = judge(shipped, solved, "connections for 20 requests").unwrap_err();
+            assert!(error.to_string().contains(says), "{error}");
         }
     }
 
