@@ -59,7 +59,13 @@ pub fn run(project: &Project, command: &BookCommand) -> Result<PathBuf> {
         book::build(project, &data_dir, compare, &mut steps)
     })();
     steps.print_report();
-    outcome
+    let built = outcome?;
+    // Last, where the reader looks: each chapter whose sentences the runs
+    // contradict (the pages mark them too).
+    for line in &built.contradicted {
+        eprintln!("claims: {line}");
+    }
+    Ok(built.index)
 }
 
 /// The reader's runs in `own` laid over the reference runs, in
@@ -142,22 +148,34 @@ fn missing_for_chapter(
     ];
     for path in texts {
         let text = std::fs::read_to_string(&path).unwrap_or_default();
-        for value in directives(&text)
-            .iter()
-            .filter(|found| found.kind == "value")
-        {
-            let [_, slug, series, field] = value.text.split_whitespace().collect::<Vec<_>>()[..]
-            else {
-                continue;
+        for quoted in directives(&text) {
+            // A value names `<slug> <series> <field>`; a claim `<slug>` and
+            // `<series>:<field>` on either side of its relation.
+            let words: Vec<&str> = quoted
+                .text
+                .split('|')
+                .next()
+                .unwrap_or_default()
+                .split_whitespace()
+                .collect();
+            let fields: Vec<(&str, &str)> = match (quoted.kind, words.as_slice()) {
+                ("value", [_, _, series, field]) => vec![(*series, *field)],
+                ("claim", [_, _, operands @ ..]) => operands
+                    .iter()
+                    .filter_map(|word| word.rsplit_once(':'))
+                    .collect(),
+                _ => continue,
             };
-            let found = run
-                .points(data::PointKind::Summary)
-                .iter()
-                .any(|point| point.series == series && point.values.contains_key(field));
-            if slug == lab.slug && !found {
-                return Ok(Some(format!(
-                    "the value {series} {field} that its chapter quotes"
-                )));
+            for (series, field) in fields {
+                let found = run
+                    .points(data::PointKind::Summary)
+                    .iter()
+                    .any(|point| point.series == series && point.values.contains_key(field));
+                if quoted.lab == lab.slug && !found {
+                    return Ok(Some(format!(
+                        "the value {series} {field} that its chapter quotes"
+                    )));
+                }
             }
         }
     }

@@ -43,7 +43,11 @@ pub fn run(project: &Project) -> Result<()> {
     });
     // The labs' tests in release: the very artifacts `cargo xtask book` built
     // (see README, "How long it takes"); the xtask's in its own profile, the
-    // one `cargo xtask` itself was built in.
+    // one `cargo xtask` itself was built in. One test at a time: a lab's test
+    // files are modules of one binary (each binary links the HTTP stack), and
+    // their tests measure time on this machine, so a deploy must not share
+    // the two cores with another file's burst, as it never did when each file
+    // was a binary of its own that cargo ran after the last.
     let _ = steps.run("cargo test (labs, release)", || {
         cargo_step(&[
             "test",
@@ -53,6 +57,7 @@ pub fn run(project: &Project) -> Result<()> {
             "xtask",
             "--",
             "--quiet",
+            "--test-threads=1",
         ])
     });
     // The exercises' checks from the same build: each must fail as shipped

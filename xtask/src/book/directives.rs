@@ -5,7 +5,7 @@
 
 use anyhow::{Context, Result, bail, ensure};
 
-use super::{LabData, quiz, workshop};
+use super::{LabData, claims, quiz, workshop};
 use crate::{
     charts::{self, THEMES},
     data::{Clock, PointKind},
@@ -17,11 +17,20 @@ pub fn expand(text: &str, to_root: &str, lab_data: &LabData) -> Result<String> {
     let mut rest = text;
     while let Some(start) = rest.find("{{#") {
         let (before, from_directive) = rest.split_at(start);
-        let end = from_directive.find("}}").map(|end| end + 2);
+        // The closing braces; a claim's sentence may end with `{right}`, so
+        // `}}}` closes after its third brace.
+        let end = from_directive.find("}}").map(|end| {
+            let extra = from_directive[end + 2..]
+                .chars()
+                .take_while(|c| *c == '}')
+                .count();
+            end + 2 + extra
+        });
         let is_ours = [
             "{{#chart ",
             "{{#table ",
             "{{#value ",
+            "{{#claim ",
             "{{#widget ",
             "{{#quiz ",
             "{{#duration ",
@@ -51,7 +60,7 @@ pub fn expand(text: &str, to_root: &str, lab_data: &LabData) -> Result<String> {
             }
             (true, None) => {
                 bail!(
-                    "a {{{{#chart, #table, #value, #widget, #quiz, #duration, #agenda or #notes directive is not closed with }}}}"
+                    "a {{{{#chart, #table, #value, #claim, #widget, #quiz, #duration, #agenda or #notes directive is not closed with }}}}"
                 )
             }
             (false, _) => {
@@ -67,6 +76,9 @@ pub fn expand(text: &str, to_root: &str, lab_data: &LabData) -> Result<String> {
 }
 
 fn expand_one(directive: &str, to_root: &str, lab_data: &LabData) -> Result<String> {
+    if let Some(claim) = directive.strip_prefix("claim ") {
+        return claims::expand(claim, lab_data);
+    }
     let mut words = directive.split_whitespace();
     match words.next() {
         Some("chart") => {
@@ -279,7 +291,13 @@ fn data_table(
     Ok(table)
 }
 
-fn data_value(slug: &str, series: &str, field: &str, lab_data: &LabData) -> Result<String> {
+/// One field of the one summary record of `series` in lab `slug`'s run.
+pub(super) fn summary_field<'a>(
+    slug: &str,
+    series: &str,
+    field: &str,
+    lab_data: &'a LabData,
+) -> Result<&'a lab_kit::Value> {
     let run = lab_data.run(slug)?;
     let mut found = run
         .points(PointKind::Summary)
@@ -292,10 +310,20 @@ fn data_value(slug: &str, series: &str, field: &str, lab_data: &LabData) -> Resu
         found.next().is_none(),
         "more than one summary record for series {series:?}: which one is meant?"
     );
-    let value = point
+    point
         .values
         .get(field)
-        .with_context(|| format!("series {series:?} has no field {field:?}"))?;
+        .with_context(|| format!("series {series:?} has no field {field:?}"))
+}
+
+/// `{{#value}}`: the field as a table shows it, its tooltip naming its source.
+pub(super) fn data_value(
+    slug: &str,
+    series: &str,
+    field: &str,
+    lab_data: &LabData,
+) -> Result<String> {
+    let value = summary_field(slug, series, field, lab_data)?;
     Ok(format!(
         "<span class=\"lab-value\" title=\"book/data/{slug}.jsonl: {} / {}\">{}</span>",
         html_escape(series),
@@ -337,7 +365,42 @@ mod tests {
             runs: HashMap::from([("demo".to_string(), RunData::parse(RUN).unwrap())]),
             widgets: Vec::new(),
             comparisons: Vec::new(),
+            enforce_claims: true,
+            contradicted: Default::default(),
         }
+    }
+
+    #[test]
+    fn a_claim_renders_its_numbers_and_fails_the_reference_build_when_false() {
+        let holds = "{{#claim demo a/b:n > 2x twice:n | {left} is more than twice {right}}}";
+        let mut data = lab_data();
+        // `twice` has two records: a claim, like a value, names one.
+        let error = format!("{:#}", expand(holds, "", &data).unwrap_err());
+        assert!(error.contains("more than one summary record"), "{error}");
+        let holds = "{{#claim demo a/b:n > 70 | {left} connections, over seventy}}";
+        let out = expand(holds, "", &data).unwrap();
+        assert!(
+            out.contains(">77</span> connections, over seventy"),
+            "{out}"
+        );
+        assert!(
+            out.contains("checked against the run: a/b:n (77) > 70 (70)"),
+            "{out}"
+        );
+        let false_claim = "{{#claim demo a/b:n < a/b:ms | {left} fewer than {right}}}";
+        let error = format!("{:#}", expand(false_claim, "", &data).unwrap_err());
+        assert!(
+            error.contains("line 1: ") && error.contains("does not hold on the run"),
+            "{error}"
+        );
+        assert!(error.contains("a/b:n (77) < a/b:ms (3.70)"), "{error}");
+        // A reader's run: the sentence stays, marked, and the build goes on.
+        data.enforce_claims = false;
+        let out = expand(false_claim, "", &data).unwrap();
+        assert!(out.contains("this sentence does not hold for it"), "{out}");
+        assert!(out.contains("(your run: <span"), "{out}");
+        assert_eq!(data.contradicted.borrow().len(), 1);
+        assert_eq!(data.contradicted.borrow()[0].0, "demo");
     }
 
     #[test]

@@ -8,6 +8,10 @@
 //! - `{{#value <slug> <series> <field>}}`: one field of one summary record,
 //!   inline, so a number quoted in a sentence is the number of the run; its
 //!   tooltip names the data file, the series and the field;
+//! - `{{#claim <slug> <left> <relation> [<factor>x] <right> | <sentence>}}`: a
+//!   sentence that compares measured values, checked against the run (see
+//!   `claims`): false on the reference runs, the book does not build; false on
+//!   a reader's run, the page says so beside the sentence;
 //! - `{{#widget <name>}}`: the container and the module script of a widget;
 //! - `{{#quiz <slug>}}`: the chapter's questions from `book/quizzes/<slug>.toml`
 //!   (see `quiz`).
@@ -21,6 +25,7 @@
 //!
 //! A directive preceded by a backslash is left as text (without the backslash).
 
+mod claims;
 mod directives;
 pub mod quiz;
 pub mod workshop;
@@ -55,6 +60,17 @@ pub struct LabData {
     /// A workshop's comparison charts, when the book is built from several
     /// machines' runs; `{{#compare}}` shows them.
     comparisons: Vec<charts::compare::Figure>,
+    /// Built from the reference runs: a claim that does not hold is an error.
+    enforce_claims: bool,
+    /// Built from a reader's runs: the claims they contradict, (slug, claim).
+    contradicted: std::cell::RefCell<Vec<(String, String)>>,
+}
+
+/// What a build made: the book's first page, and the lines that say which
+/// claims the reader's runs contradict (none for the reference runs).
+pub struct Built {
+    pub index: PathBuf,
+    pub contradicted: Vec<String>,
 }
 
 impl LabData {
@@ -79,6 +95,8 @@ impl LabData {
             runs,
             widgets,
             comparisons: Vec::new(),
+            enforce_claims: data_dir == project.reference_data(),
+            contradicted: Default::default(),
         })
     }
 
@@ -100,7 +118,7 @@ pub fn build(
     data_dir: &Path,
     compare: &[PathBuf],
     steps: &mut Steps,
-) -> Result<PathBuf> {
+) -> Result<Built> {
     let (written, comparisons) = steps.run("draw the charts", || {
         let written = charts::draw_all(project, data_dir)?;
         eprintln!("    {written} SVG files from {}", data_dir.display());
@@ -147,7 +165,7 @@ fn render(
     data_dir: &Path,
     comparisons: Vec<charts::compare::Figure>,
     written: usize,
-) -> Result<PathBuf> {
+) -> Result<Built> {
     let mut lab_data = LabData::load(project, data_dir)?;
     lab_data.comparisons = comparisons;
     let mut book =
@@ -187,7 +205,10 @@ fn render(
         "    {written} chart files, {} data files",
         lab_data.runs.len()
     );
-    Ok(out.join("index.html"))
+    Ok(Built {
+        index: out.join("index.html"),
+        contradicted: claims::report(&lab_data.contradicted.borrow()),
+    })
 }
 
 fn copy_dir(from: &Path, to: &Path) -> Result<()> {

@@ -5,7 +5,8 @@
 
 use super::Problems;
 
-/// One `{{#chart ...}}`, `{{#table ...}}` or `{{#value ...}}` in a page.
+/// One `{{#chart ...}}`, `{{#table ...}}`, `{{#value ...}}` or `{{#claim ...}}`
+/// in a page.
 #[derive(Debug, PartialEq)]
 pub(crate) struct Directive<'a> {
     pub(crate) kind: &'a str,
@@ -37,7 +38,7 @@ pub(crate) fn directives(text: &str) -> Vec<Directive<'_>> {
         };
         let lab = match kind {
             "chart" => target.split('/').next().unwrap_or(target),
-            "table" | "value" => target,
+            "table" | "value" | "claim" => target,
             _ => continue,
         };
         found.push(Directive {
