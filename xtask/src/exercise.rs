@@ -22,6 +22,10 @@ use serde::Deserialize;
 
 use crate::{cli::usage, project::Project, release};
 
+mod both_ways;
+
+pub use both_ways::check_all;
+
 /// `cargo xtask exercise ...`, parsed.
 #[derive(Debug, PartialEq)]
 pub enum ExerciseCommand {
@@ -176,107 +180,6 @@ pub fn build_all(project: &Project) -> Result<()> {
     release::build(project, &names)
 }
 
-/// What `cargo xtask test` asks of every exercise (built by [`build_all`]):
-/// as shipped its check fails, exit 1, with a FAIL line that names
-/// `fails_with` and a hint; with `--solution` it passes, exit 0. So a check
-/// that cannot fail, or a solution that does not pass, fails CI. Every
-/// exercise is checked; the error names each one that is not so.
-pub fn check_all(project: &Project) -> Result<()> {
-    let all = exercises(project)?;
-    let mut wrong = Vec::new();
-    for (index, exercise) in all.iter().enumerate() {
-        let started = Instant::now();
-        let verdict = check_both_ways(project, exercise);
-        eprintln!(
-            "    [{}/{}] {}: {} ({:.1} s)",
-            index + 1,
-            all.len(),
-            exercise.name,
-            match &verdict {
-                Ok(()) => "fails as shipped, passes with its solution".to_string(),
-                Err(error) => format!("WRONG: {error:#}"),
-            },
-            started.elapsed().as_secs_f64()
-        );
-        if let Err(error) = verdict {
-            wrong.push(format!("{}: {}", exercise.name, first_line(&error)));
-        }
-    }
-    if !wrong.is_empty() {
-        bail!(
-            "{} of {} exercise checks are wrong:\n  {}",
-            wrong.len(),
-            all.len(),
-            wrong.join("\n  ")
-        );
-    }
-    Ok(())
-}
-
-fn first_line(error: &anyhow::Error) -> String {
-    format!("{error:#}")
-        .lines()
-        .next()
-        .unwrap_or_default()
-        .to_string()
-}
-
-/// Runs one check as shipped and with its solution; see [`check_all`].
-fn check_both_ways(project: &Project, exercise: &ExerciseCrate) -> Result<()> {
-    let shipped = run_captured(project, exercise, false)?;
-    let solved = run_captured(project, exercise, true)?;
-    judge(&shipped, &solved, &exercise.fails_with)
-}
-
-/// The verdict on a check's two runs (exit code, what it said): shipped, it
-/// exits 1 with a FAIL line naming `fails_with` and a hint; solved, it exits 0
-/// with a PASS line.
-fn judge(
-    (shipped_code, shipped): &(Option<i32>, String),
-    (solved_code, solved): &(Option<i32>, String),
-    fails_with: &str,
-) -> Result<()> {
-    if *shipped_code != Some(1) {
-        let last = shipped.trim_end().lines().last().unwrap_or_default();
-        bail!("as shipped the check must fail (exit 1), it exited {shipped_code:?}: {last}");
-    }
-    for needed in ["FAIL: ", fails_with, "hint: "] {
-        if !shipped.contains(needed) {
-            bail!("as shipped its output does not contain {needed:?}:\n{shipped}");
-        }
-    }
-    if *solved_code != Some(0) || !solved.contains("PASS: ") {
-        bail!(
-            "with the solution the check must pass (exit 0 and a PASS line), it exited {solved_code:?}:\n{solved}"
-        );
-    }
-    Ok(())
-}
-
-/// Runs the built check with its output captured (stdout then stderr, each
-/// in a temporary file), under the same kill timer as `verify`: its exit
-/// code (none when killed) and what it said.
-fn run_captured(
-    project: &Project,
-    exercise: &ExerciseCrate,
-    solution: bool,
-) -> Result<(Option<i32>, String)> {
-    let stdout = tempfile::tempfile().context("creating a temporary file")?;
-    let stderr = tempfile::tempfile().context("creating a temporary file")?;
-    let mut command = check_command(project, exercise, solution);
-    command
-        .stdout(stdout.try_clone()?)
-        .stderr(stderr.try_clone()?);
-    let status = run_bounded(command, &exercise.name)?;
-    let mut said = String::new();
-    for mut file in [stdout, stderr] {
-        use std::io::{Read, Seek};
-        file.rewind()?;
-        file.read_to_string(&mut said)?;
-    }
-    Ok((status.and_then(|status| status.code()), said))
-}
-
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Outcome {
     Passed,
@@ -308,7 +211,11 @@ fn verify(project: &Project, exercise: &ExerciseCrate, solution: bool) -> Result
 }
 
 /// The built check of `exercise`, as shipped or with `--solution`.
-fn check_command(project: &Project, exercise: &ExerciseCrate, solution: bool) -> Command {
+pub(crate) fn check_command(
+    project: &Project,
+    exercise: &ExerciseCrate,
+    solution: bool,
+) -> Command {
     let exe = project.cargo_target().join("release").join(&exercise.name);
     let mut command = Command::new(exe);
     if solution {
@@ -320,7 +227,10 @@ fn check_command(project: &Project, exercise: &ExerciseCrate, solution: bool) ->
 
 /// Runs a check in its own process group, killed with the xtask, and kills
 /// the group past [`KILL_AFTER`]: its exit status, or none when killed.
-fn run_bounded(mut command: Command, name: &str) -> Result<Option<std::process::ExitStatus>> {
+pub(crate) fn run_bounded(
+    mut command: Command,
+    name: &str,
+) -> Result<Option<std::process::ExitStatus>> {
     lab_kit::process::own_group_killed_with_parent(&mut command);
     let mut child = command
         .spawn()
@@ -483,31 +393,6 @@ mod tests {
                 exercise.name.starts_with(&format!("{}-", exercise.chapter)),
                 "an exercise is named <chapter>-<what>: {exercise:?}"
             );
-        }
-    }
-
-    #[test]
-    fn a_check_must_fail_as_shipped_naming_its_cause_and_pass_solved() {
-        let run = |code: i32, said: &str| (Some(code), said.to_string());
-        let failed = run(
-            1,
-            "FAIL: 3 connections for 20 requests\nhint: share one client",
-        );
-        let passed = run(0, "PASS: 1 connection");
-        assert!(judge(&failed, &passed, "connections for 20 requests").is_ok());
-        for (shipped, solved, says) in [
-            (&passed, &passed, "as shipped the check must fail"),
-            (&failed, &failed, "with the solution the check must pass"),
-            (&run(1, "FAIL: other\nhint: x"), &passed, "does not contain"),
-            (
-                &run(1, "FAIL: 3 connections for 20 requests"),
-                &passed,
-                "\"hint: \"",
-            ),
-            (&(None, String::new()), &passed, "exited None"),
-        ] {
-            let error = judge(shipped, solved, "connections for 20 requests").unwrap_err();
-            assert!(error.to_string().contains(says), "{error}");
         }
     }
 

@@ -68,7 +68,7 @@ pub struct LabData {
 
 /// What a build made: the book's first page, and the lines that say which
 /// claims the reader's runs contradict (none for the reference runs).
-pub struct Built {
+pub struct BuiltBook {
     pub index: PathBuf,
     pub contradicted: Vec<String>,
 }
@@ -118,7 +118,7 @@ pub fn build(
     data_dir: &Path,
     compare: &[PathBuf],
     steps: &mut Steps,
-) -> Result<Built> {
+) -> Result<BuiltBook> {
     let (written, comparisons) = steps.run("draw the charts", || {
         let written = charts::draw_all(project, data_dir)?;
         eprintln!("    {written} SVG files from {}", data_dir.display());
@@ -165,7 +165,7 @@ fn render(
     data_dir: &Path,
     comparisons: Vec<charts::compare::Figure>,
     written: usize,
-) -> Result<Built> {
+) -> Result<BuiltBook> {
     let mut lab_data = LabData::load(project, data_dir)?;
     lab_data.comparisons = comparisons;
     let mut book =
@@ -205,7 +205,7 @@ fn render(
         "    {written} chart files, {} data files",
         lab_data.runs.len()
     );
-    Ok(Built {
+    Ok(BuiltBook {
         index: out.join("index.html"),
         contradicted: claims::report(&lab_data.contradicted.borrow()),
     })
