@@ -6,8 +6,8 @@
 //! A sentence is read simply: a paragraph's lines joined, cut at ". ", "? ",
 //! "! ", and at every line that starts a block of its own (a list item, a
 //! heading, a table row, a TOML key or table). A claim's own text is one
-//! word, so its sentence and values are not counted again; fenced code is
-//! skipped, and a directive preceded by a backslash is text.
+//! word, so its sentence and values are not counted again; fenced code and
+//! table rows are skipped, and a directive preceded by a backslash is text.
 
 use super::Problems;
 
@@ -175,7 +175,9 @@ fn sentences(text: &str) -> Vec<Sentence> {
             open = false;
             continue;
         }
-        if in_code || trimmed.is_empty() {
+        // A table row lists values under its column's label; it is not a
+        // sentence (a comparison belongs in the prose around the table).
+        if in_code || trimmed.is_empty() || trimmed.starts_with('|') {
             open = false;
             continue;
         }
@@ -234,6 +236,8 @@ mod tests {
             "Write \\{{#value demo a n}} or \\{{#value demo b n}}, more than once.",
             // Code is not prose.
             "```\nmore {{#value demo a n}} than {{#value demo b n}}\n```",
+            // A table row is not a sentence.
+            "| p99 below / above | {{#value demo a n}} / {{#value demo b n}} |",
             // "Allows" holds "all" but is not the word.
             "It allows {{#value demo a n}} and {{#value demo b n}}.",
         ] {
