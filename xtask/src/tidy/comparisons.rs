@@ -75,9 +75,14 @@ fn mark_values(text: &str) -> String {
     let mut marked = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(start) = rest.find("{{#") {
-        let Some(length) = rest[start..].find("}}") else {
+        let Some(mut length) = rest[start..].find("}}") else {
             break;
         };
+        // As the preprocessor reads it: a claim may end with `{right}}}`.
+        length += rest[start + length + 2..]
+            .chars()
+            .take_while(|character| *character == '}')
+            .count();
         let (before, directive) = (&rest[..start], &rest[start..start + length + 2]);
         let escaped = before.ends_with('\\');
         marked.push_str(before.strip_suffix('\\').unwrap_or(before));
@@ -225,7 +230,7 @@ mod tests {
     fn a_claim_one_value_or_no_comparison_word_is_not_flagged() {
         for text in [
             // Written as a claim: its values are the claim's.
-            "{{#claim demo a:n > b:n | {left} is more than {right}}}.",
+            "{{#claim demo a:n > b:n | {left} is more than {right}}}, more than {{#value demo c n}}.",
             // One value.
             "It opened {{#value demo a n}} connections, more than it needs.",
             // Two values, no comparison: a list of two numbers.
