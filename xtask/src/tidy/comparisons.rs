@@ -51,10 +51,11 @@ pub(super) fn check_page(page: &str, text: &str, problems: &mut Problems) {
     }
 }
 
-/// Whether the sentence holds a comparison word, as a whole word.
+/// Whether the sentence holds a comparison word, as a whole word (a
+/// hyphenated word is one word: "half-sent" is not "half").
 fn compares(sentence: &str) -> bool {
     let words: Vec<String> = sentence
-        .split(|character: char| !character.is_alphanumeric())
+        .split(|character: char| !character.is_alphanumeric() && character != '-')
         .filter(|word| !word.is_empty())
         .map(str::to_lowercase)
         .collect();
@@ -69,7 +70,7 @@ fn compares(sentence: &str) -> bool {
 }
 
 /// The page's text with each `{{#value}}` as [`VALUE`] and every other
-/// directive (a claim, a chart, an escaped directive) as one plain word,
+/// directive (a claim, a chart, an escaped directive) as its bare name,
 /// keeping the line breaks a directive spans so line numbers hold.
 fn mark_values(text: &str) -> String {
     let mut marked = String::with_capacity(text.len());
@@ -89,7 +90,10 @@ fn mark_values(text: &str) -> String {
         if !escaped && directive.starts_with("{{#value ") {
             marked.push(VALUE);
         } else {
-            marked.push_str("directive");
+            // `{{#claim}}`: its name, without its words.
+            let kind = directive[3..].split_whitespace().next().unwrap_or("");
+            let kind = kind.trim_end_matches('}');
+            marked.push_str(&format!("{{{{#{kind}}}}}"));
         }
         marked.extend(directive.chars().filter(|character| *character == '\n'));
         rest = &rest[start + length + 2..];
@@ -243,8 +247,9 @@ mod tests {
             "```\nmore {{#value demo a n}} than {{#value demo b n}}\n```",
             // A table row is not a sentence.
             "| p99 below / above | {{#value demo a n}} / {{#value demo b n}} |",
-            // "Allows" holds "all" but is not the word.
+            // "Allows" holds "all" but is not the word, nor is "half-sent".
             "It allows {{#value demo a n}} and {{#value demo b n}}.",
+            "A half-sent head {{#value demo a n}}, an idle one {{#value demo b n}}.",
         ] {
             assert_eq!(flagged(text), Vec::<String>::new(), "{text}");
         }
