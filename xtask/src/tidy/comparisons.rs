@@ -105,9 +105,9 @@ fn mark_values(text: &str) -> String {
 /// Whether a line starts a block of its own, ending the sentence before it.
 fn starts_block(line: &str) -> bool {
     let trimmed = line.trim_start();
-    let list_number = trimmed
-        .split_once(". ")
-        .is_some_and(|(number, _)| !number.is_empty() && number.chars().all(|c| c.is_ascii_digit()));
+    let list_number = trimmed.split_once(". ").is_some_and(|(number, _)| {
+        !number.is_empty() && number.chars().all(|c| c.is_ascii_digit())
+    });
     let toml_key = trimmed.split_once(" = ").is_some_and(|(key, _)| {
         !key.is_empty()
             && key
@@ -276,7 +276,10 @@ mod tests {
     fn sentences_split_on_their_ends() {
         let found = sentences("A is 1. B is 2? C is 3! D is 2.5 s\nlong.\n\nE.");
         let texts: Vec<&str> = found.iter().map(|s| s.text.as_str()).collect();
-        assert_eq!(texts, ["A is 1.", "B is 2?", "C is 3!", "D is 2.5 s long.", "E."]);
+        assert_eq!(
+            texts,
+            ["A is 1.", "B is 2?", "C is 3!", "D is 2.5 s long.", "E."]
+        );
         assert_eq!(found[3].line, 1);
         assert_eq!(found[4].line, 4);
     }
