@@ -3,7 +3,8 @@
 //! a reference run and charts its data can feed, no internal link in the
 //! built book is broken, and the code keeps the house rules (a `//!` line
 //! atop every file, no test switched off, a chapter shows only its own lab's
-//! data, no file over 500 lines, no public type name defined twice).
+//! data, no file over 500 lines, no public type name defined twice), and a
+//! sentence that compares quoted values is written as a claim.
 
 use std::{
     collections::{BTreeMap, HashSet},
@@ -17,6 +18,7 @@ use crate::{charts, data::RunData, project::Project};
 
 mod built;
 mod chapter_scope;
+mod comparisons;
 mod features;
 mod file_length;
 mod includes;
@@ -145,6 +147,7 @@ pub fn check_sources(project: &Project) -> Result<Problems> {
     features::check_manifests(project, &manifests, &mut problems);
     features::check_package_sets(project, &mut problems)?;
     check_layout(project, &chapters, &sources, &mut problems)?;
+    check_comparisons(&book_dir, &mut problems)?;
     Ok(problems)
 }
 
@@ -229,6 +232,32 @@ fn check_layout(
         file_length::check_file(relative, text, problems);
     }
     type_names::check(sources, problems);
+    Ok(())
+}
+
+/// Every sentence of a page, its interview and notes pages and its quiz that
+/// compares quoted values is a claim.
+fn check_comparisons(book_dir: &Path, problems: &mut Problems) -> Result<()> {
+    let mut pages = Vec::new();
+    for (folder, extension) in [
+        ("", "md"),
+        ("interviews", "md"),
+        ("notes", "md"),
+        ("quizzes", "toml"),
+    ] {
+        let dir = book_dir.join(folder);
+        pages.extend(
+            files_with_extension(&dir, extension)?
+                .into_iter()
+                .filter(|page| page.parent() == Some(dir.as_path())),
+        );
+    }
+    for page in pages {
+        let text =
+            fs::read_to_string(&page).with_context(|| format!("reading {}", page.display()))?;
+        let name = page.strip_prefix(book_dir).unwrap_or(&page);
+        comparisons::check_page(&name.display().to_string(), &text, problems);
+    }
     Ok(())
 }
 
