@@ -38,7 +38,7 @@ pub fn run(project: &Project, command: &BookCommand) -> Result<PathBuf> {
                 reuse::labs_to_run(project, &labs, command.mode, &command.rerun, &data_dir)
             })?;
             if !stale.is_empty() {
-                lab_runs::run_built(
+                lab_runs::run_labs(
                     project,
                     &stale,
                     command.mode,

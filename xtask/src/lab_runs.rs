@@ -59,38 +59,30 @@ pub fn task(project: &Project, command: &LabCommand) -> Result<()> {
         .clone()
         .unwrap_or_else(|| project.reference_data());
     let mut steps = Steps::new("lab");
-    let outcome = run_labs(
-        project,
-        &labs,
-        command.mode,
-        &command.settings.words(),
-        command.name.as_deref(),
-        &out_dir,
-        &mut steps,
-    );
+    // Every lab is built, whichever of them will run: the one release build
+    // every command shares (see `release`).
+    let outcome = steps
+        .run("build the labs (release)", || release::build(project, &[]))
+        .and_then(|()| {
+            run_labs(
+                project,
+                &labs,
+                command.mode,
+                &command.settings.words(),
+                command.name.as_deref(),
+                &out_dir,
+                &mut steps,
+            )
+        });
     steps.print_report();
     outcome
 }
 
-/// Builds `labs` in release and runs them into `out_dir`; fails, naming each
-/// failed lab, if any failed (their previous data files stay as they were).
-/// `settings` are `--set` pairs; `name` is the machine's name for the meta
-/// record (`--name`).
+/// Runs `labs`, built already, into `out_dir`; fails, naming each failed lab,
+/// if any failed (their previous data files stay as they were). `settings`
+/// are `--set` pairs; `name` is the machine's name for the meta record
+/// (`--name`).
 pub fn run_labs(
-    project: &Project,
-    labs: &[Lab],
-    mode: Mode,
-    settings: &[String],
-    name: Option<&str>,
-    out_dir: &Path,
-    steps: &mut Steps,
-) -> Result<()> {
-    steps.run("build the labs (release)", || build(project))?;
-    run_built(project, labs, mode, settings, name, out_dir, steps)
-}
-
-/// [`run_labs`] without the build: the labs' binaries are built already.
-pub fn run_built(
     project: &Project,
     labs: &[Lab],
     mode: Mode,
@@ -200,12 +192,6 @@ fn check_settings(project: &Project, labs: &[Lab], settings: &[String]) -> Resul
         }
     }
     Ok(())
-}
-
-/// Builds every lab, whichever of them will run: the one release build
-/// every command shares (see `release`).
-fn build(project: &Project) -> Result<()> {
-    release::build(project, &[])
 }
 
 /// The labs in the order they run: each lab that must run alone is a batch of

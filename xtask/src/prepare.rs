@@ -16,7 +16,7 @@ use crate::{
     cli::{BookCommand, BookData, Rerun},
     exercise,
     project::Project,
-    steps::Steps,
+    steps::{self, Steps},
     toolchain,
 };
 
@@ -25,7 +25,7 @@ pub fn run(project: &Project, bundle: Option<&Path>) -> Result<()> {
     let mut missing: Vec<String> = Vec::new();
     let mut step = |steps: &mut Steps, name: &str, work: &mut dyn FnMut() -> Result<()>| {
         if let Err(error) = steps.run(name, work) {
-            missing.push(format!("{name}: {}", first_line(&error)));
+            missing.push(format!("{name}: {}", steps::first_line(&error)));
         }
     };
     step(
@@ -61,7 +61,7 @@ pub fn run(project: &Project, bundle: Option<&Path>) -> Result<()> {
     if let Some(error) = &browser {
         eprintln!(
             "note: {} (only `cargo xtask test` uses the browser; the workshop does not)",
-            first_line(error)
+            steps::first_line(error)
         );
     }
     if !missing.is_empty() {
@@ -72,14 +72,6 @@ pub fn run(project: &Project, bundle: Option<&Path>) -> Result<()> {
         Some(_) => println!("ready (for the workshop; the browser checks need Chromium)"),
     }
     Ok(())
-}
-
-fn first_line(error: &anyhow::Error) -> String {
-    format!("{error:#}")
-        .lines()
-        .next()
-        .unwrap_or_default()
-        .to_string()
 }
 
 /// `cargo vendor` into DIR/vendor, and DIR/config.toml: the lines to put in

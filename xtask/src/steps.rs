@@ -146,7 +146,8 @@ fn seconds(duration: Duration) -> String {
     format!("{:.1}s", duration.as_secs_f64())
 }
 
-fn first_line(error: &anyhow::Error) -> String {
+/// The first line of an error's chain, for a one-line summary.
+pub fn first_line(error: &anyhow::Error) -> String {
     let text = format!("{error:#}");
     text.lines().next().unwrap_or_default().to_string()
 }

@@ -8,7 +8,7 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 
 use super::{ExerciseCrate, check_command, exercises, run_bounded};
-use crate::project::Project;
+use crate::{project::Project, steps};
 
 /// What `cargo xtask test` asks of every exercise (built by [`build_all`]):
 /// as shipped its check fails, exit 1, with a FAIL line that names
@@ -33,7 +33,7 @@ pub fn check_all(project: &Project) -> Result<()> {
             started.elapsed().as_secs_f64()
         );
         if let Err(error) = verdict {
-            wrong.push(format!("{}: {}", exercise.name, first_line(&error)));
+            wrong.push(format!("{}: {}", exercise.name, steps::first_line(&error)));
         }
     }
     if !wrong.is_empty() {
@@ -45,14 +45,6 @@ pub fn check_all(project: &Project) -> Result<()> {
         );
     }
     Ok(())
-}
-
-fn first_line(error: &anyhow::Error) -> String {
-    format!("{error:#}")
-        .lines()
-        .next()
-        .unwrap_or_default()
-        .to_string()
 }
 
 /// Runs one check as shipped and with its solution; see [`check_all`].
