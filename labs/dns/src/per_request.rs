@@ -91,8 +91,9 @@ pub async fn run_lookups(config: &DnsConfig) -> Result<Vec<(String, LookupCount)
             };
             // A shared pool can start a connect (and a lookup) when a request
             // finds its connection not yet back in the pool; hyper-util
-            // finishes such a connect in the background. Count after they end.
-            tokio::time::sleep(Duration::from_millis(300)).await;
+            // finishes such a connect in the background. Count after they end:
+            // once every lookup has its connection, or after 3 s.
+            settle(&calls, &server.stats, accepted_before).await;
             let summary = latencies.summary();
             let series = format!("lookups/{}/{}", holding.series(), speed.series());
             results.push((
@@ -111,6 +112,30 @@ pub async fn run_lookups(config: &DnsConfig) -> Result<Vec<(String, LookupCount)
         }
     }
     Ok(results)
+}
+
+/// Waits until the server has accepted one connection per lookup (every
+/// background connect has ended) and the counts stayed so for 100 ms, or 3 s.
+async fn settle(
+    calls: &std::sync::atomic::AtomicUsize,
+    stats: &lab_kit::listener::ConnStats,
+    accepted_before: u64,
+) {
+    let deadline = Instant::now() + Duration::from_secs(3);
+    let mut steady_since: Option<Instant> = None;
+    while Instant::now() < deadline {
+        let lookups = calls.load(Ordering::SeqCst) as u64;
+        let connections = stats.accepted() - accepted_before;
+        if lookups == connections {
+            let since = *steady_since.get_or_insert_with(Instant::now);
+            if since.elapsed() >= Duration::from_millis(100) {
+                return;
+            }
+        } else {
+            steady_since = None;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }
 
 // ANCHOR: per_request

@@ -20,7 +20,7 @@ fn find<'a, T>(results: &'a [(String, T)], series: &str) -> &'a T {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_client_per_request_looks_up_every_time_and_a_shared_pool_almost_never()
+async fn a_client_per_request_looks_up_every_request_and_a_shared_pool_every_new_connection()
 -> anyhow::Result<()> {
     let config = config();
     let results = per_request::run_lookups(&config).await?;
@@ -29,12 +29,16 @@ async fn a_client_per_request_looks_up_every_time_and_a_shared_pool_almost_never
         let shared = find(&results, &format!("lookups/shared-pool/{speed}"));
         assert_eq!(each.resolver_calls, config.lookup_requests, "{speed}");
         assert_eq!(each.connections as usize, config.lookup_requests, "{speed}");
-        // One lookup for the first connection, plus the few background
-        // connects hyper-util starts when a connection is not back in the
-        // pool yet: far fewer than one per request.
+        // A shared pool looks up once per new connection, never per request.
+        // How many connections it opens is the scheduler's business: one for
+        // the first request, plus one for each request that found its
+        // predecessor's connection not yet back in the pool (hyper-util then
+        // races a connect against the checkout and pools the loser). Back to
+        // back on a loaded 2-core machine that was 35 of 60 once, so the
+        // count itself is not asserted; that every lookup is a connection is.
         assert!(shared.resolver_calls >= 1, "{speed}: {shared:?}");
-        assert!(
-            shared.resolver_calls * 2 <= config.lookup_requests,
+        assert_eq!(
+            shared.resolver_calls as u64, shared.connections,
             "{speed}: {shared:?}"
         );
     }
