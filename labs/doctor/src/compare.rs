@@ -38,6 +38,8 @@ pub struct Comparison {
     pub slowhttptest_s: f64,
     /// |doctor - slowhttptest| / slowhttptest, percent.
     pub difference_pct: f64,
+    pub nginx_version: String,
+    pub slowhttptest_version: String,
 }
 
 /// The path of `program` on PATH (or nginx's usual /usr/sbin), if any.
@@ -68,6 +70,56 @@ fn nginx_config(dir: &Path, port: u16) -> String {
          client_header_timeout {HEADER_TIMEOUT_S}s;\n  \
          server {{ listen 127.0.0.1:{port}; location / {{ return 200 \"ok\\n\"; }} }}\n}}\n"
     )
+}
+
+/// The first version number (`1.22.1`, `v20.20.2` read as `20.20.2`) in a
+/// program's banner: `nginx version: nginx/1.22.1`, `node --version`,
+/// slowhttptest's usage line.
+pub fn version_in(banner: &str) -> Option<String> {
+    banner
+        .split(|c: char| c.is_whitespace() || c == '/' || c == ',')
+        .map(|word| word.strip_prefix('v').unwrap_or(word))
+        .find(|word| {
+            let parts: Vec<&str> = word.split('.').collect();
+            parts.len() >= 2
+                && parts
+                    .iter()
+                    .all(|part| !part.is_empty() && part.chars().all(|c| c.is_ascii_digit()))
+        })
+        .map(str::to_string)
+}
+
+/// The version `program args` prints (on either stream), read within 5 s;
+/// `"unknown"` where it is absent, fails or prints none. The reference data
+/// records it beside what was measured, so a page says which Node or nginx
+/// behaved so.
+pub async fn version_of(program: &str, args: &[&str]) -> String {
+    let Some(path) = find(program) else {
+        return "unknown".into();
+    };
+    let mut command = Command::new(path);
+    command
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let Ok(mut child) = ChildGuard::spawn_command(command) else {
+        return "unknown".into();
+    };
+    let (Some(mut stdout), Some(mut stderr)) = (child.take_stdout(), child.take_stderr()) else {
+        return "unknown".into();
+    };
+    let reading = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stdout.read_to_string(&mut text);
+        let _ = stderr.read_to_string(&mut text);
+        text
+    });
+    if !matches!(child.wait_for(Duration::from_secs(5)).await, Ok(Some(_))) {
+        return "unknown".into();
+    }
+    let banner = reading.join().unwrap_or_default();
+    version_in(&banner).unwrap_or_else(|| "unknown".into())
 }
 
 /// "Test ended on 10th second" in slowhttptest's report, colours and all.
@@ -145,8 +197,11 @@ pub async fn run() -> Result<Comparison> {
         .value
         .filter(|_| finding.grade == crate::Grade::Pass)
         .with_context(|| format!("the doctor's slow head: {}", finding.measured))?;
+    let nginx_version = version_of("nginx", &["-v"]).await;
     Ok(Comparison {
-        server: format!("nginx, client_header_timeout {HEADER_TIMEOUT_S}s"),
+        server: format!("nginx {nginx_version}, client_header_timeout {HEADER_TIMEOUT_S}s"),
+        nginx_version,
+        slowhttptest_version: version_of("slowhttptest", &["-h"]).await,
         configured_s: HEADER_TIMEOUT_S as f64,
         doctor_s,
         slowhttptest_s,
@@ -166,5 +221,19 @@ mod tests {
         assert_eq!(ended_second(report), Some(6));
         assert_eq!(ended_second("Test ended on 21st second"), Some(21));
         assert_eq!(ended_second("no such line"), None);
+    }
+
+    #[test]
+    fn reads_a_version_from_each_banner() {
+        assert_eq!(
+            version_in("nginx version: nginx/1.22.1\n").as_deref(),
+            Some("1.22.1")
+        );
+        assert_eq!(version_in("v20.20.2\n").as_deref(), Some("20.20.2"));
+        assert_eq!(
+            version_in("slowhttptest, a tool to test for slow HTTP DoS vulnerabilities - version 1.8.2\nUsage: slowhttptest [options ...]").as_deref(),
+            Some("1.8.2")
+        );
+        assert_eq!(version_in("no number here, 12 or v.1"), None);
     }
 }

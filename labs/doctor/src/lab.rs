@@ -110,6 +110,9 @@ struct Tally {
     /// this server's (lab) seconds.
     window_s: f64,
     balancer_idle_s: f64,
+    /// What ran the server: `node 20.20.2` (its `--version`), or `rust` for
+    /// this lab's own services (their crates are in the run's meta).
+    runtime: String,
 }
 
 /// Each finding as an indented line on stderr, under its server's line.
@@ -135,16 +138,20 @@ struct ComparisonRow {
     doctor: String,
     slowhttptest: String,
     difference: String,
+    nginx_version: String,
+    slowhttptest_version: String,
 }
 
 impl ComparisonRow {
-    fn from(outcome: Result<compare::Comparison>) -> ComparisonRow {
+    async fn from(outcome: Result<compare::Comparison>) -> ComparisonRow {
         match outcome {
             Ok(seen) => ComparisonRow {
                 server: seen.server,
                 doctor: format!("{:.2} s", seen.doctor_s),
                 slowhttptest: format!("{:.0} s", seen.slowhttptest_s),
                 difference: format!("{:.1} %", seen.difference_pct),
+                nginx_version: seen.nginx_version,
+                slowhttptest_version: seen.slowhttptest_version,
             },
             Err(error) => {
                 let why = format!("not run: {error:#}");
@@ -157,6 +164,8 @@ impl ComparisonRow {
                     doctor: why.clone(),
                     slowhttptest: why.clone(),
                     difference: why,
+                    nginx_version: compare::version_of("nginx", &["-v"]).await,
+                    slowhttptest_version: compare::version_of("slowhttptest", &["-h"]).await,
                 }
             }
         }
@@ -169,7 +178,7 @@ pub async fn run(mode: Mode, config: &DoctorConfig, out: &mut Output) -> Result<
     // Beside the servers: it waits on nginx's timer, not on the CPU.
     let (comparison, servers) = tokio::join!(compare::run(), servers(config, out));
     servers?;
-    out.summary_of("slowhttptest", &ComparisonRow::from(comparison))?;
+    out.summary_of("slowhttptest", &ComparisonRow::from(comparison).await)?;
     Ok(())
 }
 
@@ -260,6 +269,11 @@ async fn servers(config: &DoctorConfig, out: &mut Output) -> Result<()> {
                 },
                 window_s: options.window.as_secs_f64(),
                 balancer_idle_s: options.balancer_idle.as_secs_f64(),
+                runtime: if subject.name == "node" {
+                    format!("node {}", compare::version_of("node", &["--version"]).await)
+                } else {
+                    "rust".into()
+                },
             },
         )?;
     }

@@ -128,6 +128,11 @@ impl ChildGuard {
         self.child.stdout.take()
     }
 
+    /// The child's stderr, if it was piped.
+    pub fn take_stderr(&mut self) -> Option<std::process::ChildStderr> {
+        self.child.stderr.take()
+    }
+
     /// The child's stdin, if it was piped. Dropping it closes the pipe: the
     /// child reads end-of-file, a polite "stop" that needs no signal.
     pub fn take_stdin(&mut self) -> Option<std::process::ChildStdin> {
