@@ -28,7 +28,14 @@ use lab_kit::net::{AbortOnDrop, bind_loopback, spawn_accept_loop};
 use serde::Serialize;
 use tokio::net::TcpStream;
 
-use crate::wire::{Request, Response, Wire};
+use crate::{
+    access_log::AccessLine,
+    wire::{Request, Response, Wire},
+};
+
+/// The access log keeps at most this many lines; past it, lines are counted
+/// in `lines_not_kept` and dropped, so a long run's memory stays bounded.
+const ACCESS_LOG_LINES: usize = 20_000;
 
 /// How the balancer behaves.
 #[derive(Debug, Clone, Copy)]
@@ -86,6 +93,14 @@ struct Shared {
     /// held for a push or a pop, never across an await.
     pool: Mutex<Vec<Pooled>>,
     counters: Counters,
+    /// One line a request, in ALB's field order (`access_log`).
+    access_log: Mutex<AccessLog>,
+}
+
+#[derive(Default)]
+struct AccessLog {
+    lines: Vec<AccessLine>,
+    lines_not_kept: u64,
 }
 
 /// A running balancer. Dropping it stops it and closes its connections.
@@ -106,10 +121,11 @@ impl PoolingBalancer {
             config,
             pool: Mutex::new(Vec::new()),
             counters: Counters::default(),
+            access_log: Mutex::new(AccessLog::default()),
         });
         let for_connections = Arc::clone(&shared);
-        let task = spawn_accept_loop(listener, move |stream, _peer| {
-            serve_downstream(Arc::clone(&for_connections), stream)
+        let task = spawn_accept_loop(listener, move |stream, peer| {
+            serve_downstream(Arc::clone(&for_connections), stream, peer)
         });
         Ok(PoolingBalancer {
             addr,
@@ -132,19 +148,34 @@ impl PoolingBalancer {
             gateway_timeout: load(&counters.gateway_timeout),
         }
     }
+
+    /// The access log so far (at most its first 20,000 lines) and how many
+    /// lines past those were counted but not kept.
+    pub fn access_log(&self) -> (Vec<AccessLine>, u64) {
+        let log = self
+            .shared
+            .access_log
+            .lock()
+            .expect("access log lock poisoned");
+        (log.lines.clone(), log.lines_not_kept)
+    }
 }
 
 /// One client connection: requests in, responses out, until the client
 /// closes or asks to.
-async fn serve_downstream(shared: Arc<Shared>, stream: TcpStream) {
+async fn serve_downstream(shared: Arc<Shared>, stream: TcpStream, client: SocketAddr) {
     let mut downstream = Wire::new(stream);
     loop {
         let request = match downstream.read_request().await {
             Ok(Some(request)) => request,
             Ok(None) | Err(_) => return,
         };
+        let received = Instant::now();
         shared.counters.requests.fetch_add(1, Ordering::SeqCst);
-        let response = match forward(&shared, &request).await {
+        let mut exchange = Exchange::default();
+        let outcome = forward(&shared, &request, &mut exchange).await;
+        let target_status_code = outcome.as_ref().ok().map(|response| response.status);
+        let response = match outcome {
             Ok(response) => encode_response(&response, request.close),
             Err(failure) => {
                 let (status, reason) = match failure {
@@ -169,10 +200,95 @@ async fn serve_downstream(shared: Arc<Shared>, stream: TcpStream) {
                 encode_error(status, &reason, request.close)
             }
         };
+        // Logged as the response starts back (ALB's response_processing_time
+        // ends there too), so a client that has its answer finds its line.
+        log_request(
+            &shared,
+            &request,
+            &response,
+            AccessTimes {
+                client,
+                received,
+                exchange,
+                target_status_code,
+            },
+        );
         if downstream.send(&response).await.is_err() || request.close {
             return;
         }
     }
+}
+
+/// What `forward` saw of the upstream side, for the access log.
+#[derive(Debug, Default)]
+struct Exchange {
+    target: Option<SocketAddr>,
+    sent_upstream: Option<Instant>,
+    response_read: Option<Instant>,
+}
+
+struct AccessTimes {
+    client: SocketAddr,
+    received: Instant,
+    exchange: Exchange,
+    target_status_code: Option<u16>,
+}
+
+/// Appends the request's line to the access log (or counts it, past the cap).
+fn log_request(shared: &Shared, request: &Request, response: &[u8], times: AccessTimes) {
+    let now = Instant::now();
+    let AccessTimes {
+        client,
+        received,
+        exchange,
+        target_status_code,
+    } = times;
+    let elb_status_code = status_of(response);
+    let host = crate::wire::header(&request.headers, "host").unwrap_or("-");
+    // The bytes of the request as it came: request line, headers, blank
+    // line, body.
+    let received_bytes = format!("{} {} HTTP/1.1\r\n", request.method, request.target).len()
+        + request
+            .headers
+            .iter()
+            .map(|(name, value)| name.len() + value.len() + 4)
+            .sum::<usize>()
+        + 2
+        + request.body.len();
+    let line = AccessLine {
+        time: std::time::SystemTime::now(),
+        client,
+        target: exchange.target,
+        request_processing: exchange.sent_upstream.map(|sent| sent - received),
+        target_processing: exchange
+            .sent_upstream
+            .zip(exchange.response_read)
+            .map(|(sent, read)| read - sent),
+        response_processing: exchange.response_read.map(|read| now - read),
+        elb_status_code,
+        target_status_code,
+        received_bytes,
+        sent_bytes: response.len(),
+        request: format!(
+            "{} http://{host}{} HTTP/1.1",
+            request.method, request.target
+        ),
+    };
+    let mut log = shared.access_log.lock().expect("access log lock poisoned");
+    if log.lines.len() < ACCESS_LOG_LINES {
+        log.lines.push(line);
+    } else {
+        log.lines_not_kept += 1;
+    }
+}
+
+/// The status code of an encoded response (`HTTP/1.1 502 ...`).
+fn status_of(response: &[u8]) -> u16 {
+    response
+        .get(9..12)
+        .and_then(|code| std::str::from_utf8(code).ok())
+        .and_then(|code| code.parse().ok())
+        .unwrap_or(0)
 }
 
 enum Failure {
@@ -235,8 +351,13 @@ fn peer_has_closed(stream: &TcpStream) -> bool {
 /// Sends one request upstream on a pooled or a new connection and reads the
 /// response. No retry: a request that may have reached the backend is not
 /// resent, which is what ALB does and why its 502 reaches the client.
-async fn forward(shared: &Shared, request: &Request) -> Result<Response, Failure> {
+async fn forward(
+    shared: &Shared,
+    request: &Request,
+    seen: &mut Exchange,
+) -> Result<Response, Failure> {
     let config = &shared.config;
+    seen.target = Some(config.upstream);
     let (mut wire, reused) = match checkout(shared) {
         Some(pooled) => {
             shared.counters.reused.fetch_add(1, Ordering::SeqCst);
@@ -258,7 +379,12 @@ async fn forward(shared: &Shared, request: &Request) -> Result<Response, Failure
     };
     let exchange = async {
         wire.send(&encode_request(request)).await?;
-        wire.read_response(&request.method).await
+        seen.sent_upstream = Some(Instant::now());
+        let response = wire.read_response(&request.method).await;
+        if response.is_ok() {
+            seen.response_read = Some(Instant::now());
+        }
+        response
     };
     let response = match tokio::time::timeout(config.response_timeout, exchange).await {
         Err(_) => return Err(Failure::Timeout),

@@ -14,6 +14,7 @@ use serde::Serialize;
 
 use crate::{
     KeepaliveConfig,
+    access_log::AccessLine,
     backend::{Backend, BackendKind},
     balancer::{PoolingBalancer, PoolingBalancerConfig, PoolingBalancerStats},
     join_all,
@@ -60,6 +61,16 @@ pub struct RatePoint {
     pub dropped_idle: u64,
     /// Independent stacks that ran this rate at once (counts are summed).
     pub copies: u64,
+    /// Access-log lines with the race's signature: `elb_status_code` 502,
+    /// `target_status_code` `-`, `target_processing_time` -1.
+    pub log_502_no_target_response: u64,
+    /// Access-log lines where the target itself answered 5xx (what
+    /// `HTTPCode_Target_5XX_Count` counts).
+    pub log_target_5xx: u64,
+    /// The first 502 line and the first 200 line of the log, as examples
+    /// (not a sample field: the records carry them as `access-log` samples).
+    #[serde(skip)]
+    pub example_lines: Vec<(u16, String)>,
 }
 
 // ANCHOR: stack
@@ -147,6 +158,14 @@ pub async fn run_rate(
         }
     }
     let stats: PoolingBalancerStats = stack.balancer.stats();
+    let (log, _not_kept) = stack.balancer.access_log();
+    let count = |keep: fn(&AccessLine) -> bool| log.iter().filter(|line| keep(line)).count() as u64;
+    let mut example_lines = Vec::new();
+    for status in [502, 200] {
+        if let Some(line) = log.iter().find(|line| line.elb_status_code == status) {
+            example_lines.push((status, line.render()));
+        }
+    }
     Ok(RatePoint {
         rate_per_s: rate,
         rate_per_min_production: rate * 60.0 / config.time_scale,
@@ -160,6 +179,9 @@ pub async fn run_rate(
         dropped_seen_closed: stats.dropped_seen_closed,
         dropped_idle: stats.dropped_idle,
         copies: 1,
+        log_502_no_target_response: count(AccessLine::is_balancer_502_without_target_response),
+        log_target_5xx: count(AccessLine::is_target_5xx),
+        example_lines,
     })
 }
 
@@ -175,6 +197,12 @@ pub struct CaseTotals {
     pub other_errors: u64,
     /// 502s at the rates up to 8 per lab second ("night").
     pub bad_gateway_low_rates: u64,
+    /// 502s per 100 requests at those rates, and at the rates above them.
+    pub bad_gateway_pct_low_rates: f64,
+    pub bad_gateway_pct_high_rates: f64,
+    /// The access log's 502s without a target response, and its target 5xx.
+    pub log_502_no_target_response: u64,
+    pub log_target_5xx: u64,
 }
 
 /// Both cases, every rate, all at once. Returns the points by case.
@@ -243,8 +271,23 @@ impl RatePoint {
             dropped_seen_closed: self.dropped_seen_closed + other.dropped_seen_closed,
             dropped_idle: self.dropped_idle + other.dropped_idle,
             copies: self.copies + other.copies,
+            log_502_no_target_response: self.log_502_no_target_response
+                + other.log_502_no_target_response,
+            log_target_5xx: self.log_target_5xx + other.log_target_5xx,
+            example_lines: merge_examples(&self.example_lines, &other.example_lines),
         }
     }
+}
+
+/// The first example line of each status, from `first`, then `second`.
+fn merge_examples(first: &[(u16, String)], second: &[(u16, String)]) -> Vec<(u16, String)> {
+    let mut merged: Vec<(u16, String)> = Vec::new();
+    for (status, line) in first.iter().chain(second) {
+        if !merged.iter().any(|(kept, _)| kept == status) {
+            merged.push((*status, line.clone()));
+        }
+    }
+    merged
 }
 
 fn percent(part: u64, whole: u64) -> f64 {
@@ -263,6 +306,7 @@ pub fn totals(config: &KeepaliveConfig, case: Case, points: &[RatePoint]) -> Cas
         link_delay_ms: config.link_delay_ms,
         ..CaseTotals::default()
     };
+    let mut requests_low_rates = 0;
     for point in points {
         totals.requests += point.requests;
         totals.bad_gateway += point.bad_gateway;
@@ -270,7 +314,46 @@ pub fn totals(config: &KeepaliveConfig, case: Case, points: &[RatePoint]) -> Cas
         totals.other_errors += point.other_errors;
         if point.rate_per_s <= config.night_rate_limit {
             totals.bad_gateway_low_rates += point.bad_gateway;
+            requests_low_rates += point.requests;
+        }
+        totals.log_502_no_target_response += point.log_502_no_target_response;
+        totals.log_target_5xx += point.log_target_5xx;
+    }
+    totals.bad_gateway_pct_low_rates = percent(totals.bad_gateway_low_rates, requests_low_rates);
+    totals.bad_gateway_pct_high_rates = percent(
+        totals.bad_gateway - totals.bad_gateway_low_rates,
+        totals.requests - requests_low_rates,
+    );
+    totals
+}
+
+/// One line of the balancer's access log, as the lab records it.
+#[derive(Debug, Clone, Serialize)]
+pub struct LogExample {
+    pub case: String,
+    pub elb_status_code: u16,
+    pub line: String,
+}
+
+/// Each case's first 502 line and first 200 line (the 502 from the highest
+/// rate that had one), for the chapter's example.
+pub fn log_examples(cases: &[(Case, Vec<RatePoint>)]) -> Vec<LogExample> {
+    let mut examples = Vec::new();
+    for (case, points) in cases {
+        for status in [502, 200] {
+            let found = points
+                .iter()
+                .rev()
+                .flat_map(|point| &point.example_lines)
+                .find(|(kept, _)| *kept == status);
+            if let Some((_, line)) = found {
+                examples.push(LogExample {
+                    case: case.name().to_string(),
+                    elb_status_code: status,
+                    line: line.clone(),
+                });
+            }
         }
     }
-    totals
+    examples
 }

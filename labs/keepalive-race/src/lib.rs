@@ -8,12 +8,14 @@
 //! 1. [`who_closes_first`]: a naive client reuses a connection after a gap.
 //! 2. [`day_and_night`]: Poisson traffic through a balancer ([`balancer`])
 //!    with a link delay ([`link_delay`]), backend idle timeout below and above
-//!    the balancer's.
+//!    the balancer's; the balancer's access log ([`access_log`]) in ALB's
+//!    field order.
 //! 3. [`reqwest_race`]: the same race from a Rust client's pool.
 //!
 //! A fourth, the probe, is a subcommand ([`probe`]). What servers do with
 //! slow and stuck clients is the `server-timeouts` lab.
 
+pub mod access_log;
 pub mod backend;
 pub mod balancer;
 pub mod config;
@@ -72,6 +74,10 @@ pub async fn run(mode: Mode, config: &KeepaliveConfig, out: &mut Output) -> Resu
             totals.requests, totals.bad_gateway
         );
         out.summary_of(&series, &totals)?;
+    }
+    // One line of each kind from the balancer's access log, in ALB's format.
+    for example in day_and_night::log_examples(&cases) {
+        out.sample("day-night/access-log", &example)?;
     }
     copy_records(&reqwest_records, out)?;
     Ok(())
