@@ -26,8 +26,9 @@ impl SlowWindow {
     }
 }
 
-async fn query(State(window): State<Arc<SlowWindow>>) -> &'static str {
-    if window.is_slow(Instant::now()) {
+async fn query(State(windows): State<Arc<Vec<SlowWindow>>>) -> &'static str {
+    let now = Instant::now();
+    if let Some(window) = windows.iter().find(|window| window.is_slow(now)) {
         tokio::time::sleep(window.slow).await;
     }
     "1\n"
@@ -35,8 +36,13 @@ async fn query(State(window): State<Arc<SlowWindow>>) -> &'static str {
 
 /// Starts the dependency on 127.0.0.1, port 0; it stops when dropped.
 pub async fn start(window: SlowWindow) -> Result<RunningServer> {
+    start_with(vec![window]).await
+}
+
+/// The same, slow inside any of several windows.
+pub async fn start_with(windows: Vec<SlowWindow>) -> Result<RunningServer> {
     let app = Router::new()
         .route("/query", get(query))
-        .with_state(Arc::new(window));
+        .with_state(Arc::new(windows));
     spawn_axum(app).await
 }

@@ -9,10 +9,14 @@
 //!   that answers from the process, liveness on one that queries the
 //!   dependency, and readiness on the latter, which decides routing. Time is
 //!   compressed by `time_scale`.
+//! - [`cascade`], measured: three pods sharing a dependency that blips,
+//!   with readiness that queries it (thresholds 1/1 and 3/2) or answers from
+//!   a flag; the time with no pod in rotation at all.
 //! - [`fleet`], simulated: what those restarts do to a fleet of pods sharing
 //!   the database, which one machine cannot run in seconds.
 
 pub mod app;
+pub mod cascade;
 pub mod dependency;
 pub mod fleet;
 pub mod kubelet;
@@ -115,6 +119,9 @@ pub struct HealthConfig {
     pub dependency_slow_from_ms: u64,
     pub dependency_slow_until_ms: u64,
     pub duration_ms: u64,
+    /// Pods in each design of the cascade part (its schedule is
+    /// `cascade::schedule`, in production ms, scaled by `time_scale`).
+    pub cascade_pods: usize,
     /// The fleet simulation's rules (simulated seconds, not scaled).
     #[serde(flatten)]
     pub fleet: fleet::FleetConfig,
@@ -138,6 +145,7 @@ impl HealthConfig {
             dependency_slow_from_ms: scaled(SLOW_FROM_MS),
             dependency_slow_until_ms: scaled(SLOW_UNTIL_MS),
             duration_ms: scaled(DURATION_MS),
+            cascade_pods: 3,
             fleet: fleet::FleetConfig::default(),
         }
     }
@@ -152,9 +160,20 @@ pub async fn run(mode: Mode, config: &HealthConfig, out: &mut Output) -> Result<
         config.dependency_slow_until_ms - config.dependency_slow_from_ms,
         config.duration_ms
     );
-    slow_dependency::run(config, out)
-        .await
-        .context("the probes against a slow dependency")?;
+    // The cascade's probers wait on timers, as the first part's do: they
+    // run side by side, the cascade into its own buffer, copied after.
+    let mut cascade_records = Output::collect();
+    let (first, cascade) = tokio::join!(
+        slow_dependency::run(config, out),
+        cascade::run(config, &mut cascade_records)
+    );
+    first.context("the probes against a slow dependency")?;
+    cascade.context("the readiness cascade")?;
+    for record in cascade_records.records() {
+        if let lab_kit::Record::Summary(point) = record {
+            out.summary_of(&point.series, &point.values)?;
+        }
+    }
     eprintln!(
         "health-checks: simulating a fleet of {} pods",
         config.fleet.pods

@@ -253,7 +253,11 @@ fn write_timeline(
 
 /// The spans a readiness prober had the pod out of rotation, (left, back),
 /// in ms from the first probe; one still open at `end` ends there.
-fn out_of_rotation(log: &ProbeLog, relative: impl Fn(f64) -> f64, end: f64) -> Vec<(f64, f64)> {
+pub(crate) fn out_of_rotation(
+    log: &ProbeLog,
+    relative: impl Fn(f64) -> f64,
+    end: f64,
+) -> Vec<(f64, f64)> {
     let mut spans = Vec::new();
     let mut left_at = None;
     for &(at, routed) in &log.routing_changes {

@@ -102,5 +102,23 @@ async fn a_quick_run_measures_what_each_probe_decides() -> anyhow::Result<()> {
         number(&out, "fleet/liveness-checks-process", "restarts"),
         0.0
     );
+
+    // The cascade: readiness that asks a shared dependency takes every pod
+    // out at once; without hysteresis on every blip (each blip outlasts a
+    // period, so each pod's probe meets it), with it only in the outage; a
+    // flag never does. Spurious timeouts on a busy machine can add exits,
+    // never remove the ones a blip causes.
+    let pods = config.cascade_pods as f64;
+    let blips = lab_health_checks::cascade::schedule::BLIP_STARTS_MS.len() as f64;
+    let eager = "cascade/db-check-1-1";
+    let hysteresis = "cascade/db-check-3-2";
+    let flag = "cascade/flag-only";
+    assert!(number(&out, eager, "rotation_exits") >= pods * (blips + 1.0));
+    assert!(number(&out, hysteresis, "rotation_exits") >= pods);
+    assert!(
+        number(&out, eager, "zero_endpoints_ms") > number(&out, hysteresis, "zero_endpoints_ms")
+    );
+    assert!(number(&out, hysteresis, "zero_endpoints_ms") > 0.0);
+    assert_eq!(number(&out, flag, "zero_endpoints_ms"), 0.0);
     Ok(())
 }
