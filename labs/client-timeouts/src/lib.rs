@@ -7,6 +7,8 @@
 //! kernel picks, on a clock compressed by `ClientTimeoutsConfig::time_scale`.
 
 pub mod check;
+pub mod cost;
+pub mod cost_client;
 pub mod dead_peer;
 pub mod defaults;
 pub mod downstream;
@@ -16,7 +18,7 @@ pub mod reuse;
 pub mod tunnel;
 pub mod two_phase;
 
-use std::time::Duration;
+use std::{path::PathBuf, time::Duration};
 
 use anyhow::{Context, Result};
 use lab_kit::{Meta, Mode, Output};
@@ -59,6 +61,25 @@ pub struct ClientTimeoutsConfig {
     /// the kernel's shortest TCP keepalive could take to give up (1 s idle
     /// plus 3 probes 1 s apart).
     pub dead_peer_watch_real_s: f64,
+    /// The cost part runs in real time (memory does not compress): calls
+    /// per second to a provider that never answers, for how long, the
+    /// timeout and the bulkhead's limit it compares, and how often the
+    /// client looks at itself.
+    pub cost_rate_per_s: f64,
+    pub cost_run_real_s: f64,
+    pub cost_timeout_real_s: f64,
+    pub cost_bulkhead_limit: usize,
+    pub cost_every_ms: u64,
+    /// The lab binary, re-executed as the cost part's client (not part of
+    /// the meta record).
+    #[serde(skip_serializing, default = "this_binary")]
+    pub cost_exe: PathBuf,
+}
+
+/// The running binary: the lab's, which re-executes itself as the cost
+/// part's client (a test sets the lab binary's path instead).
+pub fn this_binary() -> PathBuf {
+    std::env::current_exe().unwrap_or_default()
 }
 
 impl ClientTimeoutsConfig {
@@ -79,6 +100,12 @@ impl ClientTimeoutsConfig {
             h2_ping_interval_s: 10.0,
             h2_ping_timeout_s: 5.0,
             dead_peer_watch_real_s: mode.pick(5.0, 10.0),
+            cost_rate_per_s: 100.0,
+            cost_run_real_s: mode.pick(4.0, 10.0),
+            cost_timeout_real_s: 2.0,
+            cost_bulkhead_limit: 20,
+            cost_every_ms: 100,
+            cost_exe: this_binary(),
         }
     }
 
@@ -148,17 +175,27 @@ pub async fn run(mode: Mode, config: &ClientTimeoutsConfig, out: &mut Output) ->
     proxy::run_proxy(config, out)
         .await
         .context("the reverse proxy")?;
-    eprintln!("client-timeouts: the defaults, and dead peers on idle connections");
-    let mut dead_peer_out = Output::collect();
-    let (defaults, dead_peer) = tokio::join!(
+    eprintln!(
+        "client-timeouts: the defaults, dead peers on idle connections, and the cost of \
+         waiting ({} s of calls to a hung provider, real time)",
+        config.cost_run_real_s
+    );
+    // All three wait on real timers: they run side by side, the last two
+    // into buffers of their own, copied after.
+    let (mut dead_peer_out, mut cost_out) = (Output::collect(), Output::collect());
+    let (defaults, dead_peer, cost) = tokio::join!(
         defaults::run_defaults(config, out),
         dead_peer::run_dead_peer(config, &mut dead_peer_out),
+        cost::run_cost(config, &mut cost_out),
     );
     defaults.context("the defaults")?;
     dead_peer.context("dead peers on idle connections")?;
-    for record in dead_peer_out.records() {
-        if let lab_kit::Record::Summary(point) = record {
-            out.summary_of(&point.series, &point.values)?;
+    cost.context("the cost of waiting")?;
+    for record in dead_peer_out.records().iter().chain(cost_out.records()) {
+        match record {
+            lab_kit::Record::Summary(point) => out.summary_of(&point.series, &point.values)?,
+            lab_kit::Record::Sample(point) => out.sample(&point.series, &point.values)?,
+            _ => {}
         }
     }
     Ok(())
@@ -176,6 +213,9 @@ pub fn millis(duration: Duration) -> f64 {
 /// (ARCHITECTURE.md, "Timings and build profiles").
 pub fn main() -> std::process::ExitCode {
     let arguments: Vec<String> = std::env::args().skip(1).collect();
+    if arguments.first().map(String::as_str) == Some(crate::cost_client::SUBCOMMAND) {
+        return crate::cost_client::cost_main(&arguments[1..]);
+    }
     if arguments.first().map(String::as_str) == Some("check") {
         // A verdict on stdout and exit 0, or one error line and exit 2.
         return lab_kit::cli::run_subcommand(crate::check::run_check(&arguments[1..]));

@@ -3,6 +3,7 @@
 //! crate keeps `cargo xtask test` from spending its time linking.
 
 mod cli;
+mod cost;
 mod dead_peer;
 mod defaults;
 mod mechanism;
