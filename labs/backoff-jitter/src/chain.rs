@@ -40,6 +40,7 @@ fn hop_policy(attempts: u32) -> RetryPolicy {
         // lab fast. Backoff changes when the calls arrive, not how many.
         strategy: Strategy::None,
         honour_retry_after: false,
+        refuse_waits_past_deadline: true,
         budget: None,
     }
 }

@@ -7,6 +7,7 @@
 //! in the browser. Everything live runs on 127.0.0.1 with ports the kernel picks.
 
 pub mod chain;
+pub mod deadline;
 pub mod flaky;
 pub mod libraries;
 pub mod live;
@@ -50,6 +51,13 @@ pub struct BackoffConfig {
     /// attempts each layer makes.
     pub chain_depth: u32,
     pub chain_attempts: u32,
+    /// The deadline part: callers per pair, the caller's budget, how long
+    /// the dependency is out (longer than the budget; its Retry-After says
+    /// the rest of it), and each attempt's timeout.
+    pub deadline_callers: usize,
+    pub deadline_budget_ms: u64,
+    pub deadline_outage_ms: u64,
+    pub deadline_per_attempt_ms: u64,
     pub seed: u64,
 }
 
@@ -77,6 +85,10 @@ impl BackoffConfig {
             library_clients: 20,
             chain_depth: mode.pick(4, 5),
             chain_attempts: 3,
+            deadline_callers: mode.pick(50, 200),
+            deadline_budget_ms: 1000,
+            deadline_outage_ms: 3000,
+            deadline_per_attempt_ms: 300,
             seed: 2015,
         }
     }
@@ -191,12 +203,27 @@ pub async fn run(mode: Mode, config: &BackoffConfig, out: &mut Output) -> Result
     live::storm(config, out)
         .await
         .context("the live flaky dependency")?;
-    libraries::compare(config, out)
-        .await
-        .context("the retry libraries")?;
-    chain::amplification(config, out)
-        .await
-        .context("retry amplification")?;
+    // The deadline part waits on timers for about three seconds: it runs
+    // beside the libraries and the chain, into a buffer of its own.
+    let mut deadline_out = Output::collect();
+    let (rest, deadline) = tokio::join!(
+        async {
+            libraries::compare(config, out)
+                .await
+                .context("the retry libraries")?;
+            chain::amplification(config, out)
+                .await
+                .context("retry amplification")
+        },
+        deadline::run(config, &mut deadline_out)
+    );
+    rest?;
+    deadline.context("a deadline over the retries")?;
+    for record in deadline_out.records() {
+        if let lab_kit::Record::Summary(point) = record {
+            out.summary_of(&point.series, &point.values)?;
+        }
+    }
     Ok(())
 }
 

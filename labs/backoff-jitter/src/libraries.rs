@@ -90,6 +90,7 @@ async fn call(
                 cap: MAX_DELAY,
                 strategy: Strategy::FullJitter,
                 honour_retry_after: true,
+                refuse_waits_past_deadline: true,
                 budget: None,
             };
             let request = make().build().context("building a request")?;

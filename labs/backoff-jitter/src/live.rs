@@ -81,6 +81,7 @@ pub fn policy_for(config: &BackoffConfig, scenario: &Scenario) -> RetryPolicy {
         cap: Duration::from_millis(config.cap_ms),
         strategy: scenario.strategy,
         honour_retry_after: scenario.honour_retry_after,
+        refuse_waits_past_deadline: true,
         budget: scenario.budget.then(|| {
             Arc::new(RetryBudget::new(
                 config.budget_ratio,

@@ -30,6 +30,9 @@ pub struct RetryPolicy {
     pub strategy: Strategy,
     /// Wait at least as long as the server's Retry-After asks.
     pub honour_retry_after: bool,
+    /// Give up at once when the next wait (backoff or Retry-After) would end
+    /// past the deadline, rather than sleep through it and fail after.
+    pub refuse_waits_past_deadline: bool,
     /// Shared by every call of a client: retries spend tokens that only
     /// first attempts earn.
     pub budget: Option<Arc<RetryBudget>>,
@@ -352,7 +355,7 @@ pub async fn send_with_retries(
             report.retry_after_waits += 1;
         }
         // Sleeping past the deadline only to fail later helps nobody: fail now.
-        if Instant::now() + sleep >= deadline {
+        if policy.refuse_waits_past_deadline && Instant::now() + sleep >= deadline {
             report.ending = Ending::DeadlineReached;
             break;
         }

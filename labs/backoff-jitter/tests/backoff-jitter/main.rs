@@ -2,5 +2,6 @@
 //! own, and each test binary links the whole HTTP stack, so one binary per
 //! crate keeps `cargo xtask test` from spending its time linking.
 
+mod deadline;
 mod policy;
 mod quick;

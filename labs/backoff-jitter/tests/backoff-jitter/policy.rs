@@ -47,6 +47,7 @@ fn policy(max_attempts: u32) -> RetryPolicy {
         cap: Duration::from_millis(4),
         strategy: Strategy::FullJitter,
         honour_retry_after: true,
+        refuse_waits_past_deadline: true,
         budget: None,
     }
 }
