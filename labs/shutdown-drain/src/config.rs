@@ -26,11 +26,20 @@ pub mod production {
     pub const TERMINATION_GRACE_MS: u64 = 30_000;
     /// A long request in flight at SIGTERM (a report, an upload).
     pub const SLOW_MS: u64 = 20_000;
+    /// Inline reports that hold a worker thread at SIGTERM: one that ends
+    /// well within the grace period, one that outlasts it.
+    pub const REPORT_WITHIN_GRACE_MS: u64 = 10_000;
+    pub const REPORT_PAST_GRACE_MS: u64 = 40_000;
 
     // The one order the lab cannot run without: checked when the crate compiles.
     const _: () = assert!(
         HARD_DEADLINE_MS < TERMINATION_GRACE_MS,
         "the hard deadline must be below the grace period"
+    );
+    const _: () = assert!(
+        REPORT_WITHIN_GRACE_MS + DRAIN_WAIT_MS < TERMINATION_GRACE_MS
+            && REPORT_PAST_GRACE_MS > TERMINATION_GRACE_MS,
+        "one report must end within the grace period, the other outlast it"
     );
 }
 
@@ -58,6 +67,11 @@ pub struct ShutdownConfig {
     pub streams: usize,
     /// A client gives up on a short request after this long.
     pub request_timeout_ms: u64,
+    /// The blocked-runtime probes: inline reports in flight at SIGTERM (one
+    /// per worker thread of the server), and how long each holds its worker.
+    pub blocking_reports: usize,
+    pub report_within_grace_ms: u64,
+    pub report_past_grace_ms: u64,
     /// The lab binary, run as `__server` (not part of the meta record; after
     /// `--set`, this binary).
     #[serde(skip_serializing, default = "server_exe")]
@@ -87,6 +101,9 @@ impl ShutdownConfig {
             slow_requests: 3,
             streams: 2,
             request_timeout_ms: 3_000,
+            blocking_reports: 2,
+            report_within_grace_ms: scaled(production::REPORT_WITHIN_GRACE_MS),
+            report_past_grace_ms: scaled(production::REPORT_PAST_GRACE_MS),
             server_exe: server_exe(),
         }
     }

@@ -60,11 +60,40 @@ pub async fn run(mode: Mode, config: &ShutdownConfig, out: &mut Output) -> Resul
             deploy.summary.time_to_exit_ms
         );
     }
-    for style in [ShutdownStyle::ExitAtOnce, ShutdownStyle::Full] {
-        eprintln!("shutdown-drain: probe on the {} server", style.name());
-        let report = probe_own_server(style, config)
+    let slow = AtSigterm {
+        path: "/slow".into(),
+        count: config.slow_requests,
+    };
+    let blocked = |ms: u64| AtSigterm {
+        path: format!("/report?ms={ms}"),
+        count: config.blocking_reports,
+    };
+    let probes = [
+        (
+            ShutdownStyle::ExitAtOnce.series(),
+            ShutdownStyle::ExitAtOnce,
+            slow.clone(),
+        ),
+        (ShutdownStyle::Full.series(), ShutdownStyle::Full, slow),
+        (
+            "blocked/report-within-grace".to_string(),
+            ShutdownStyle::Full,
+            blocked(config.report_within_grace_ms),
+        ),
+        (
+            "blocked/report-past-grace".to_string(),
+            ShutdownStyle::Full,
+            blocked(config.report_past_grace_ms),
+        ),
+    ];
+    for (series, style, in_flight) in probes {
+        eprintln!(
+            "shutdown-drain: probe on the {} server ({series})",
+            style.name()
+        );
+        let report = probe_own_server(style, config, &in_flight)
             .await
-            .with_context(|| format!("probing the {} server", style.name()))?;
+            .with_context(|| format!("probing the {} server ({series})", style.name()))?;
         // The record keeps the numbers; the sentences stay on stderr.
         let mut fields = serde_json::to_value(&report).context("encoding the probe report")?;
         if let Some(map) = fields.as_object_mut() {
@@ -72,15 +101,23 @@ pub async fn run(mode: Mode, config: &ShutdownConfig, out: &mut Output) -> Resul
             map.remove("command");
         }
         eprintln!("{}", report.verdict);
-        out.summary_of(&style.series(), &fields)?;
+        out.summary_of(&series, &fields)?;
     }
     Ok(())
+}
+
+/// The requests a probe keeps in flight at SIGTERM.
+#[derive(Debug, Clone)]
+pub struct AtSigterm {
+    pub path: String,
+    pub count: usize,
 }
 
 /// Runs the probe on the lab's own server, as a user would run it on theirs.
 pub async fn probe_own_server(
     style: ShutdownStyle,
     config: &ShutdownConfig,
+    in_flight: &AtSigterm,
 ) -> Result<ShutdownProbeReport> {
     let scratch = tempfile::tempdir().context("creating a temp dir")?;
     // A port that was free a moment ago (the probe checks again).
@@ -88,7 +125,15 @@ pub async fn probe_own_server(
     let db = scratch.path().join("probe.db").display().to_string();
     let warmup = config.warmup_ms.to_string();
     let grace = config.termination_grace_ms.to_string();
-    let probe_flags = ["--port", &port, "--slow-path", "/slow"];
+    let count = in_flight.count.to_string();
+    let probe_flags = [
+        "--port",
+        &port,
+        "--slow-path",
+        &in_flight.path,
+        "--in-flight",
+        &count,
+    ];
     let probe_flags = probe_flags
         .into_iter()
         .chain(["--warmup-ms", &warmup, "--grace-ms", &grace]);

@@ -204,12 +204,16 @@ pub async fn probe(config: &ShutdownProbeConfig) -> Result<ShutdownProbeReport> 
         in_flight_seen.push(joined.context("an in-flight request panicked")?);
     }
     drop(child);
+    let started = |records: &[(f64, Seen, f64)]| -> Vec<(f64, Seen)> {
+        records.iter().map(|&(at, seen, _)| (at, seen)).collect()
+    };
     let observed = Observed {
         child_pid: pid,
         listened_after_ms,
         ready_status_before,
-        polls,
-        traffic,
+        polls: started(&polls),
+        polls_answered: polls.iter().map(|&(_, seen, done)| (done, seen)).collect(),
+        traffic: started(&traffic),
         in_flight: in_flight_seen,
         sigterm_at,
         exit_at,
@@ -248,14 +252,15 @@ pub async fn wait_until_listening(
     }
 }
 
-/// Requests to `url` every `interval` until stopped; (start time, outcome).
+/// Requests to `url` every `interval` until stopped; (start time, outcome,
+/// time the outcome arrived).
 async fn drive(
     client: reqwest::Client,
     url: String,
     interval: Duration,
     timeout: Duration,
     mut stopped: watch::Receiver<bool>,
-) -> Vec<(f64, Seen)> {
+) -> Vec<(f64, Seen, f64)> {
     let mut requests = JoinSet::new();
     let mut ticker = tokio::time::interval(interval);
     for _ in 0..100_000 {
@@ -266,7 +271,8 @@ async fn drive(
         let (client, url) = (client.clone(), url.clone());
         requests.spawn(async move {
             let start = monotonic_ms();
-            (start, get(&client, &url, timeout).await.0)
+            let seen = get(&client, &url, timeout).await.0;
+            (start, seen, monotonic_ms())
         });
     }
     let mut seen = Vec::new();

@@ -17,8 +17,11 @@ pub struct ShutdownProbeReport {
     pub listened_after_ms: f64,
     /// `ready_path`'s status before SIGTERM (-1: no answer).
     pub ready_status_before: i64,
-    /// First readiness poll answering 503 after SIGTERM.
+    /// First readiness poll answering 503 after SIGTERM, by when it was sent.
     pub readiness_503_after_ms: f64,
+    /// The first 503 answer's arrival after SIGTERM: later than the above
+    /// when the server could not answer at once (a blocked runtime).
+    pub readiness_503_answered_after_ms: f64,
     /// First refused connection after SIGTERM.
     pub refused_after_ms: f64,
     /// Readiness said 503 before any connection was refused: a balancer
@@ -64,6 +67,8 @@ pub struct Observed {
     pub ready_status_before: i64,
     /// Readiness polls: (start, outcome).
     pub polls: Vec<(f64, Seen)>,
+    /// The same polls: (when the outcome arrived, outcome).
+    pub polls_answered: Vec<(f64, Seen)>,
     /// Steady traffic: (start, outcome).
     pub traffic: Vec<(f64, Seen)>,
     pub in_flight: Vec<Seen>,
@@ -85,6 +90,7 @@ impl ShutdownProbeReport {
                 .fold(f64::INFINITY, f64::min)
         };
         let readiness_503 = after(&seen.polls, Seen::Unavailable);
+        let readiness_503_answered = after(&seen.polls_answered, Seen::Unavailable);
         let refused = after(&seen.polls, Seen::Refused).min(after(&seen.traffic, Seen::Refused));
         let after_sigterm: Vec<Seen> = seen
             .traffic
@@ -112,6 +118,7 @@ impl ShutdownProbeReport {
             listened_after_ms: seen.listened_after_ms,
             ready_status_before: seen.ready_status_before,
             readiness_503_after_ms: never(readiness_503),
+            readiness_503_answered_after_ms: never(readiness_503_answered),
             refused_after_ms: never(refused),
             readiness_before_refusing: readiness_503.is_finite() && readiness_503 < refused,
             in_flight,

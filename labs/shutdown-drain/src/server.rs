@@ -104,7 +104,11 @@ pub async fn serve(config: ServerConfig) -> Result<i32> {
         "server: {} listening on 127.0.0.1:{port}",
         config.style.name()
     );
-    let app = app(Arc::clone(&state));
+    // `/report?ms=N` is not part of the app to copy: it holds its worker
+    // thread for N ms without yielding, as an inline report (a CPU-bound
+    // loop, a synchronous query) does, so the lab can send SIGTERM while a
+    // runtime is blocked (see the chapter, "A blocked runtime at SIGTERM").
+    let app = app(Arc::clone(&state)).route("/report", axum::routing::get(inline_report));
     match (config.style, sigterm) {
         (ShutdownStyle::ExitAtOnce, _) | (_, None) => {
             // ANCHOR: exit_at_once
@@ -216,6 +220,20 @@ async fn full_sequence(
     Ok(0)
 }
 // ANCHOR_END: full_sequence
+
+// ANCHOR: inline_report
+/// Holds this worker thread for `?ms=` (at most 60 s) without an `.await`.
+async fn inline_report(uri: axum::http::Uri) -> &'static str {
+    let millis = uri
+        .query()
+        .and_then(|query| query.strip_prefix("ms="))
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(0u64)
+        .min(60_000);
+    std::thread::sleep(Duration::from_millis(millis));
+    "report\n"
+}
+// ANCHOR_END: inline_report
 
 /// Serves the same app in this process, never signalled: the healthy peer
 /// behind the balancer, until the returned guard is dropped.
