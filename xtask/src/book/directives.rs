@@ -1,11 +1,12 @@
 //! The book's own directives, expanded from the lab data before mdBook sees
-//! a chapter: `{{#chart}}`, `{{#table}}`, `{{#value}}` and `{{#widget}}` (see
-//! the module above for what each becomes). A directive preceded by a
+//! a chapter: `{{#chart}}`, `{{#table}}`, `{{#value}}`, `{{#claim}}`,
+//! `{{#fact}}`, `{{#widget}}` and the rest (see the module above for what
+//! each becomes). A directive preceded by a
 //! backslash is left as text (without the backslash).
 
 use anyhow::{Context, Result, bail, ensure};
 
-use super::{LabData, claims, quiz, workshop};
+use super::{LabData, claims, facts, quiz, workshop};
 use crate::{
     charts::{self, THEMES},
     data::{Clock, PointKind},
@@ -37,6 +38,8 @@ pub fn expand(text: &str, to_root: &str, lab_data: &LabData) -> Result<String> {
             "{{#agenda ",
             "{{#notes ",
             "{{#compare}}",
+            "{{#fact ",
+            "{{#facts}}",
         ]
         .iter()
         .any(|prefix| from_directive.starts_with(prefix));
@@ -60,7 +63,7 @@ pub fn expand(text: &str, to_root: &str, lab_data: &LabData) -> Result<String> {
             }
             (true, None) => {
                 bail!(
-                    "a {{{{#chart, #table, #value, #claim, #widget, #quiz, #duration, #agenda or #notes directive is not closed with }}}}"
+                    "a {{{{#chart, #table, #value, #claim, #fact, #widget, #quiz, #duration, #agenda or #notes directive is not closed with }}}}"
                 )
             }
             (false, _) => {
@@ -151,12 +154,26 @@ fn expand_one(directive: &str, to_root: &str, lab_data: &LabData) -> Result<Stri
             let path = lab_data.book_dir.join("notes").join(format!("{slug}.md"));
             let notes = std::fs::read_to_string(&path)
                 .with_context(|| format!("reading {}", path.display()))?;
+            // The notes' own directives (a fact's marker) are expanded too.
+            let notes = expand(&notes, to_root, lab_data)
+                .with_context(|| format!("book/notes/{slug}.md"))?;
             // Hidden until the presenter toggle shows it (book/theme/presenter.js).
             Ok(format!(
                 "\n<div class=\"speaker-notes\" data-notes=\"{slug}\">\n\n\
                  **Speaker notes** (the presenter toggle, key `n`, shows and hides them)\n\n\
                  {notes}\n\n</div>\n"
             ))
+        }
+        Some("fact") => {
+            let usage = "usage: {{#fact <id>}}";
+            let (Some(id), None) = (words.next(), words.next()) else {
+                bail!("{usage}");
+            };
+            facts::marker(id, to_root, &lab_data.facts)
+        }
+        Some("facts") => {
+            ensure!(words.next().is_none(), "usage: {{{{#facts}}}}");
+            Ok(facts::appendix(&lab_data.facts, &lab_data.fact_versions))
         }
         Some("compare") => {
             ensure!(words.next().is_none(), "usage: {{{{#compare}}}}");
@@ -367,6 +384,8 @@ mod tests {
             comparisons: Vec::new(),
             enforce_claims: true,
             contradicted: Default::default(),
+            facts: Vec::new(),
+            fact_versions: Vec::new(),
         }
     }
 

@@ -12,6 +12,10 @@
 //!   sentence that compares measured values, checked against the run (see
 //!   `claims`): false on the reference runs, the book does not build; false on
 //!   a reader's run, the page says so beside the sentence;
+//! - `{{#fact <id>}}`: a small marker after a statement about a library's or a
+//!   platform's default, linking to its entry in the "How we know" appendix;
+//!   `{{#facts}}`: that appendix, every entry of `book/facts.toml` with its
+//!   test and the crate version from Cargo.lock, or its source (see `facts`);
 //! - `{{#widget <name>}}`: the container and the module script of a widget;
 //! - `{{#quiz <slug>}}`: the chapter's questions from `book/quizzes/<slug>.toml`
 //!   (see `quiz`).
@@ -27,6 +31,7 @@
 
 mod claims;
 mod directives;
+pub mod facts;
 pub mod quiz;
 pub mod workshop;
 
@@ -64,6 +69,9 @@ pub struct LabData {
     enforce_claims: bool,
     /// Built from a reader's runs: the claims they contradict, (slug, claim).
     contradicted: std::cell::RefCell<Vec<(String, String)>>,
+    /// `book/facts.toml`, and the version of each crate a fact names.
+    facts: Vec<facts::Fact>,
+    fact_versions: Vec<(String, String)>,
 }
 
 /// What a build made: the book's first page, and the lines that say which
@@ -88,15 +96,20 @@ impl LabData {
             .into_iter()
             .map(|widget| widget.name)
             .collect();
+        let book_dir = project.root.join("book");
+        let facts = facts::load(&book_dir)?;
+        let fact_versions = facts::versions(&project.root, &facts);
         Ok(LabData {
             data_dir: data_dir.to_path_buf(),
-            book_dir: project.root.join("book"),
+            book_dir,
             specs,
             runs,
             widgets,
             comparisons: Vec::new(),
             enforce_claims: data_dir == project.reference_data(),
             contradicted: Default::default(),
+            facts,
+            fact_versions,
         })
     }
 

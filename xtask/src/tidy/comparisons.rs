@@ -69,8 +69,9 @@ fn compares(sentence: &str) -> bool {
         })
 }
 
-/// The page's text with each `{{#value}}` as [`VALUE`] and every other
-/// directive (a claim, a chart, an escaped directive) as its bare name,
+/// The page's text with each `{{#value}}` as [`VALUE`], each `{{#fact}}`
+/// marker left out, and every other directive (a claim, a chart, an escaped
+/// directive) as its bare name,
 /// keeping the line breaks a directive spans so line numbers hold.
 fn mark_values(text: &str) -> String {
     let mut marked = String::with_capacity(text.len());
@@ -89,6 +90,9 @@ fn mark_values(text: &str) -> String {
         marked.push_str(before.strip_suffix('\\').unwrap_or(before));
         if !escaped && directive.starts_with("{{#value ") {
             marked.push(VALUE);
+        } else if !escaped && directive.starts_with("{{#fact ") {
+            // A fact's marker follows its sentence's full stop; it is no
+            // word of either sentence, and must not join them.
         } else {
             // `{{#claim}}`: its name, without its words.
             let kind = directive[3..].split_whitespace().next().unwrap_or("");
@@ -241,6 +245,8 @@ mod tests {
             "It opened {{#value demo a n}} connections in {{#value demo b s}} s.",
             // Two sentences, each with one value.
             "It opened {{#value demo a n}}. The fix opened more: {{#value demo b n}}.",
+            // A fact's marker after the full stop does not join them.
+            "It opened {{#value demo a n}}.{{#fact x}} The fix opened more: {{#value demo b n}}.",
             // Escaped directives are text about directives.
             "Write \\{{#value demo a n}} or \\{{#value demo b n}}, more than once.",
             // Code is not prose.

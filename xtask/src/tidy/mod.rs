@@ -3,8 +3,9 @@
 //! a reference run and charts its data can feed, no internal link in the
 //! built book is broken, and the code keeps the house rules (a `//!` line
 //! atop every file, no test switched off, a chapter shows only its own lab's
-//! data, no file over 500 lines, no public type name defined twice), and a
-//! sentence that compares quoted values is written as a claim.
+//! data, no file over 500 lines, no public type name defined twice), a
+//! sentence that compares quoted values is written as a claim, and every
+//! library fact the book marks has an entry and a test (or a source).
 
 use std::{
     collections::{BTreeMap, HashSet},
@@ -19,6 +20,7 @@ use crate::{charts, data::RunData, project::Project};
 mod built;
 mod chapter_scope;
 mod comparisons;
+mod facts;
 mod features;
 mod file_length;
 mod includes;
@@ -148,6 +150,7 @@ pub fn check_sources(project: &Project) -> Result<Problems> {
     features::check_package_sets(project, &mut problems)?;
     check_layout(project, &chapters, &sources, &mut problems)?;
     check_comparisons(&book_dir, &mut problems)?;
+    facts::check(&project.root, &mut problems)?;
     Ok(problems)
 }
 

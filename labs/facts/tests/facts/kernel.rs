@@ -1,0 +1,108 @@
+//! The Linux kernel's TCP settings the book quotes, read from this machine
+//! (the values the pages state are the stock ones; a machine tuned otherwise
+//! fails here, by name) and, where a number is compiled in, observed on a
+//! real socket.
+
+use std::{os::fd::AsRawFd, time::Duration};
+
+use lab_facts::bounded;
+use lab_kit::net::bind_loopback;
+use tokio::{io::AsyncReadExt, net::TcpSocket};
+
+fn sysctl(path: &str) -> String {
+    std::fs::read_to_string(path)
+        .unwrap_or_else(|error| panic!("reading {path}: {error}"))
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[test]
+fn the_ephemeral_port_range_is_32768_to_60999() {
+    let range = sysctl("/proc/sys/net/ipv4/ip_local_port_range");
+    assert_eq!(range, "32768 60999");
+    assert_eq!(60999 - 32768 + 1, 28_232);
+}
+
+#[test]
+fn tcp_keepalive_defaults_are_7200_75_9() {
+    let read = [
+        "tcp_keepalive_time",
+        "tcp_keepalive_intvl",
+        "tcp_keepalive_probes",
+    ]
+    .map(|name| sysctl(&format!("/proc/sys/net/ipv4/{name}")));
+    assert_eq!(read, ["7200", "75", "9"]);
+}
+
+#[tokio::test]
+async fn somaxconn_caps_the_listen_backlog() {
+    let somaxconn: u32 = sysctl("/proc/sys/net/core/somaxconn")
+        .parse()
+        .expect("a number");
+    let socket = TcpSocket::new_v4().expect("a socket");
+    socket
+        .bind((std::net::Ipv4Addr::LOCALHOST, 0).into())
+        .expect("binding");
+    let asked = 65_535;
+    let listener = socket.listen(asked).expect("listening");
+    // For a listener, TCP_INFO's `tcpi_sacked` is the accept queue's limit.
+    // SAFETY: an all-zero tcp_info is a valid value of that plain C struct.
+    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+    let mut length = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+    // SAFETY: `info` is writable and `length` is its size.
+    let status = unsafe {
+        libc::getsockopt(
+            listener.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            (&mut info as *mut libc::tcp_info).cast(),
+            &mut length,
+        )
+    };
+    assert_eq!(status, 0, "TCP_INFO on the listener");
+    assert!(somaxconn < asked, "somaxconn {somaxconn} is no cap here");
+    assert_eq!(info.tcpi_sacked, somaxconn, "the backlog asked was {asked}");
+}
+
+#[tokio::test]
+async fn time_wait_lasts_60_s_on_the_side_that_closed_first() {
+    bounded("TIME_WAIT", Duration::from_secs(10), async {
+        let listener = bind_loopback().await.expect("binding");
+        let addr = listener.local_addr().expect("address");
+        let client = tokio::net::TcpStream::connect(addr)
+            .await
+            .expect("connecting");
+        let client_port = client.local_addr().expect("address").port();
+        let (mut served, _) = listener.accept().await.expect("accepting");
+        // The client closes first; the server reads the end and closes too.
+        drop(client);
+        let mut buffer = [0u8; 16];
+        assert_eq!(served.read(&mut buffer).await.expect("reading the end"), 0);
+        drop(served);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let table = std::fs::read_to_string("/proc/net/tcp").expect("reading /proc/net/tcp");
+        // Columns: sl local remote st tx:rx tr:tm->when ...; TIME_WAIT is 06,
+        // its timer kind 3, and `when` counts down in clock ticks (USER_HZ).
+        let row = table
+            .lines()
+            .skip(1)
+            .map(|line| line.split_whitespace().collect::<Vec<_>>())
+            .find(|columns| {
+                columns[1].rsplit(':').next() == Some(format!("{client_port:04X}").as_str())
+                    && columns[3] == "06"
+            })
+            .expect("the client's socket in TIME_WAIT");
+        let (kind, when) = row[5].split_once(':').expect("tr:tm->when");
+        let ticks = u64::from_str_radix(when, 16).expect("hex ticks");
+        // SAFETY: sysconf has no preconditions.
+        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as u64;
+        let seconds = ticks as f64 / hz as f64;
+        assert_eq!(kind, "03", "{row:?}");
+        assert!(
+            (55.0..=60.0).contains(&seconds),
+            "{seconds} s left: {row:?}"
+        );
+    })
+    .await;
+}
