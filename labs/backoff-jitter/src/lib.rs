@@ -6,6 +6,7 @@
 //! The simulation ([`backoff_sim`]) is the same code the chapter's widget runs
 //! in the browser. Everything live runs on 127.0.0.1 with ports the kernel picks.
 
+pub mod cap;
 pub mod chain;
 pub mod deadline;
 pub mod flaky;
@@ -58,6 +59,10 @@ pub struct BackoffConfig {
     pub deadline_budget_ms: u64,
     pub deadline_outage_ms: u64,
     pub deadline_per_attempt_ms: u64,
+    /// The long outage: how long the dependency is down, and the attempts
+    /// each caller may make (enough to meet the outage at the cap).
+    pub cap_outage_ms: u64,
+    pub cap_attempts: u32,
     pub seed: u64,
 }
 
@@ -89,6 +94,8 @@ impl BackoffConfig {
             deadline_budget_ms: 1000,
             deadline_outage_ms: 3000,
             deadline_per_attempt_ms: 300,
+            cap_outage_ms: 5000,
+            cap_attempts: 12,
             seed: 2015,
         }
     }
@@ -203,10 +210,11 @@ pub async fn run(mode: Mode, config: &BackoffConfig, out: &mut Output) -> Result
     live::storm(config, out)
         .await
         .context("the live flaky dependency")?;
-    // The deadline part waits on timers for about three seconds: it runs
-    // beside the libraries and the chain, into a buffer of its own.
-    let mut deadline_out = Output::collect();
-    let (rest, deadline) = tokio::join!(
+    // The deadline part and the long outage wait on timers for three and
+    // five seconds: they run beside the libraries and the chain, into
+    // buffers of their own.
+    let (mut deadline_out, mut cap_out) = (Output::collect(), Output::collect());
+    let (rest, deadline, cap) = tokio::join!(
         async {
             libraries::compare(config, out)
                 .await
@@ -215,13 +223,17 @@ pub async fn run(mode: Mode, config: &BackoffConfig, out: &mut Output) -> Result
                 .await
                 .context("retry amplification")
         },
-        deadline::run(config, &mut deadline_out)
+        deadline::run(config, &mut deadline_out),
+        cap::run(config, &mut cap_out)
     );
     rest?;
     deadline.context("a deadline over the retries")?;
-    for record in deadline_out.records() {
-        if let lab_kit::Record::Summary(point) = record {
-            out.summary_of(&point.series, &point.values)?;
+    cap.context("the long outage")?;
+    for record in deadline_out.records().iter().chain(cap_out.records()) {
+        match record {
+            lab_kit::Record::Summary(point) => out.summary_of(&point.series, &point.values)?,
+            lab_kit::Record::Sample(point) => out.sample(&point.series, &point.values)?,
+            lab_kit::Record::Meta(_) => {}
         }
     }
     Ok(())
