@@ -3,9 +3,11 @@
 //! measurements recommend. From the outside in:
 //!
 //! 1. a bulkhead: at most `slots` logical calls to this dependency at once;
-//! 2. retries, each paid for from a retry budget, after full-jitter backoff
+//! 2. a circuit breaker around the whole retrying call: one breaker call per
+//!    user request, so a blip the retries absorb never counts against it
+//!    (part 4 of the lab); a refusal is final;
+//! 3. retries, each paid for from a retry budget, after full-jitter backoff
 //!    or after the `Retry-After` the dependency asked for (capped);
-//! 3. a circuit breaker around each attempt; a refusal is final;
 //! 4. a timeout on each attempt.
 
 use std::{
@@ -126,24 +128,27 @@ impl OutboundGuard {
         let Ok(Ok(_slot)) = slot.await else {
             return Err(GuardError::BulkheadFull);
         };
+        // 2. The breaker: one call per user request, around all its retries.
+        // It records how the whole call ended, so a failed attempt that a
+        // retry made good is a success in its window.
+        let whole_call = self.breaker.around(self.retrying(url), Result::is_ok);
+        whole_call.await.unwrap_or(Err(GuardError::BreakerOpen))
+    }
+
+    /// The retries, each paid for from the budget, and every attempt with
+    /// its own timeout.
+    async fn retrying(&self, url: &str) -> Result<reqwest::Response, GuardError> {
         self.budget.lock().expect("no panic holds it").earn();
         let mut last = Failure::Transport;
         for attempt in 0..=self.config.retries {
             if attempt > 0 {
-                // 2. A retry: paid from the budget, after a pause.
+                // 3. A retry: paid from the budget, after a pause.
                 if !self.budget.lock().expect("no panic holds it").try_spend() {
                     return Err(GuardError::BudgetSpent(last));
                 }
             }
-            // 3. The breaker, around this attempt only. 4. The attempt,
-            // with its own timeout.
-            let outcome = self.breaker.around(self.attempt(url), |outcome| {
-                !matches!(outcome, Attempt::Retry(..))
-            });
-            let Some(outcome) = outcome.await else {
-                return Err(GuardError::BreakerOpen);
-            };
-            match outcome {
+            // 4. The attempt, with its own timeout.
+            match self.attempt(url).await {
                 Attempt::Success(response) | Attempt::Final(response) => return Ok(response),
                 Attempt::Retry(failure, asked) => {
                     last = failure;

@@ -11,6 +11,7 @@ pub mod breakers;
 pub mod bulkhead;
 pub mod dependency;
 pub mod guard;
+pub mod placement;
 pub mod retrying;
 pub mod shedding;
 pub mod storm;
@@ -25,8 +26,8 @@ use serde::{Deserialize, Serialize};
 /// lab runs it divided by `time_scale`, and so multiplies every rate by it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct OverloadConfig {
-    /// How much faster than production the lab's clock runs in parts 1 and
-    /// 2, and in the storm (whose request rates are the highest, so it runs
+    /// How much faster than production the lab's clock runs in parts 1 to
+    /// 4, and in the storm (whose request rates are the highest, so it runs
     /// closest to real time).
     pub time_scale: f64,
     pub storm_time_scale: f64,
@@ -53,7 +54,7 @@ pub struct OverloadConfig {
     pub shedding_loads: Vec<f64>,
     pub shedding_point_s: f64,
     pub shedding_client_timeout_s: f64,
-    /// Part 4: a dependency of `storm_workers` at `storm_service_ms` (and
+    /// Part 5: a dependency of `storm_workers` at `storm_service_ms` (and
     /// `storm_slow_service_ms` during the outage), first tries at
     /// `storm_rate_per_s`, each attempt timed out after `storm_attempt_timeout_ms`,
     /// up to `storm_retries` retries.
@@ -76,6 +77,19 @@ pub struct OverloadConfig {
     pub breaker_fails_until_s: f64,
     pub breaker_attempt_timeout_ms: f64,
     pub breaker_retries: u32,
+    /// Part 4: users per second for `placement_duration_s`, with part 3's
+    /// attempt timeout and retries, after full-jitter pauses from
+    /// `placement_backoff_base_ms`. The hung provider hangs between the two
+    /// marks; the blipping one answers 503 for `placement_blip_ms` every
+    /// `placement_blip_every_s` from `placement_first_blip_s`.
+    pub placement_rate_per_s: f64,
+    pub placement_duration_s: f64,
+    pub placement_hang_from_s: f64,
+    pub placement_hang_until_s: f64,
+    pub placement_blip_ms: f64,
+    pub placement_first_blip_s: f64,
+    pub placement_blip_every_s: f64,
+    pub placement_backoff_base_ms: f64,
     /// The server that sheds lets this many wait for a worker.
     pub storm_queue_limit: usize,
     pub storm_bucket_s: f64,
@@ -108,6 +122,14 @@ impl OverloadConfig {
             breaker_fails_until_s: 6.0,
             breaker_attempt_timeout_ms: 300.0,
             breaker_retries: 2,
+            placement_rate_per_s: 60.0,
+            placement_duration_s: 9.0,
+            placement_hang_from_s: 2.0,
+            placement_hang_until_s: 5.0,
+            placement_blip_ms: 200.0,
+            placement_first_blip_s: 1.0,
+            placement_blip_every_s: 1.5,
+            placement_backoff_base_ms: 100.0,
             storm_workers: 10,
             storm_service_ms: 100.0,
             storm_slow_service_ms: 1000.0,
@@ -170,6 +192,16 @@ pub async fn run(mode: Mode, config: &OverloadConfig, out: &mut Output) -> Resul
         .context("circuit breakers")?
     {
         out.summary_of(&lab_kit::Series::series(&setup), &outcome)?;
+    }
+    eprintln!(
+        "overload: the breaker's place ({} cases, side by side)",
+        placement::PlacementCase::ALL.len()
+    );
+    for (case, outcome) in placement::run_placements(config)
+        .await
+        .context("the breaker's place")?
+    {
+        out.summary_of(&lab_kit::Series::series(&case), &outcome)?;
     }
     eprintln!(
         "overload: the retry storm ({} clients, side by side)",

@@ -1,4 +1,4 @@
-//! Part 4, the storm that outlives its cause: a dependency with finite
+//! Part 5, the storm that outlives its cause: a dependency with finite
 //! capacity turns slow for two seconds. Its callers time out and retry; if
 //! every failure brings more attempts than the dependency can serve, the
 //! queue never drains, every answer comes too late, and the outage goes on

@@ -242,3 +242,31 @@ async fn an_open_breaker_fails_fast_without_calling() {
         "the open breaker did not call"
     );
 }
+
+#[tokio::test]
+async fn a_blip_the_retries_absorb_never_counts_against_the_breaker() {
+    // Every call's first try fails and its retry succeeds: a blip.
+    let blip = [Some((503, None)), Some((200, None))];
+    let (server, script) = serve(blip.repeat(6)).await;
+    let guard = guard(GuardConfig {
+        breaker: BreakerConfig {
+            window: 4,
+            min_calls: 4,
+            failure_rate: 0.5,
+            open_ms: 60_000,
+            half_open_probes: 1,
+        },
+        ..config()
+    });
+    // Around each attempt, the window would read fail, ok, fail, ok after
+    // two calls and open at 50 %; around the whole call it reads ok, ok, ...
+    for call in 0..6 {
+        let response = guard.get(&server.url("/")).await;
+        assert_eq!(
+            response.map(|response| response.status().as_u16()),
+            Ok(200),
+            "call {call}"
+        );
+    }
+    assert_eq!(script.seen.load(Ordering::SeqCst), 12, "two tries a call");
+}

@@ -5,6 +5,7 @@
 mod breakers;
 mod bulkhead;
 mod guard;
+mod placement;
 mod shedding;
 mod storm;
 mod tower_limits;

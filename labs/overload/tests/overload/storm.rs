@@ -1,4 +1,4 @@
-//! Part 4 in quick mode: after the dependency's two slow seconds, callers
+//! Part 5 in quick mode: after the dependency's two slow seconds, callers
 //! that retry at once (with or without jitter) keep it overloaded to the end
 //! of the run; a retry budget, a breaker or a dependency that sheds recover.
 
