@@ -9,6 +9,7 @@
 pub mod cap;
 pub mod chain;
 pub mod deadline;
+pub mod errors;
 pub mod flaky;
 pub mod libraries;
 pub mod live;
@@ -63,6 +64,8 @@ pub struct BackoffConfig {
     /// each caller may make (enough to meet the outage at the cap).
     pub cap_outage_ms: u64,
     pub cap_attempts: u32,
+    /// Calls per failure kind in the part on which errors are retried.
+    pub errors_calls_per_kind: usize,
     pub seed: u64,
 }
 
@@ -96,6 +99,7 @@ impl BackoffConfig {
             deadline_per_attempt_ms: 300,
             cap_outage_ms: 5000,
             cap_attempts: 12,
+            errors_calls_per_kind: 5,
             seed: 2015,
         }
     }
@@ -214,7 +218,8 @@ pub async fn run(mode: Mode, config: &BackoffConfig, out: &mut Output) -> Result
     // five seconds: they run beside the libraries and the chain, into
     // buffers of their own.
     let (mut deadline_out, mut cap_out) = (Output::collect(), Output::collect());
-    let (rest, deadline, cap) = tokio::join!(
+    let mut errors_out = Output::collect();
+    let (rest, deadline, cap, errors) = tokio::join!(
         async {
             libraries::compare(config, out)
                 .await
@@ -224,12 +229,15 @@ pub async fn run(mode: Mode, config: &BackoffConfig, out: &mut Output) -> Result
                 .context("retry amplification")
         },
         deadline::run(config, &mut deadline_out),
-        cap::run(config, &mut cap_out)
+        cap::run(config, &mut cap_out),
+        errors::run(config, &mut errors_out)
     );
     rest?;
     deadline.context("a deadline over the retries")?;
     cap.context("the long outage")?;
-    for record in deadline_out.records().iter().chain(cap_out.records()) {
+    errors.context("which errors are retried")?;
+    let parts = [&deadline_out, &cap_out, &errors_out];
+    for record in parts.iter().flat_map(|part| part.records()) {
         match record {
             lab_kit::Record::Summary(point) => out.summary_of(&point.series, &point.values)?,
             lab_kit::Record::Sample(point) => out.sample(&point.series, &point.values)?,

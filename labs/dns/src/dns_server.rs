@@ -31,6 +31,7 @@ const CLASS_IN: u16 = 1;
 enum Rcode {
     NoError = 0,
     FormErr = 1,
+    ServFail = 2,
     NxDomain = 3,
 }
 
@@ -50,6 +51,9 @@ pub struct LoggedQuery {
 #[derive(Default)]
 struct Zone {
     records: HashMap<String, Vec<IpAddr>>,
+    /// Names answered SERVFAIL (the server could not answer, as when its
+    /// upstream is down), whatever `records` holds.
+    failing: Vec<String>,
     ttl_s: u32,
     delay: Duration,
     log: Vec<LoggedQuery>,
@@ -88,6 +92,12 @@ impl DnsServer {
     pub fn set(&self, name: &str, addresses: &[IpAddr]) {
         let mut zone = self.zone.lock().expect("the zone lock");
         zone.records.insert(normalise(name), addresses.to_vec());
+    }
+
+    /// Answers SERVFAIL for `name` from now on.
+    pub fn set_failing(&self, name: &str) {
+        let mut zone = self.zone.lock().expect("the zone lock");
+        zone.failing.push(normalise(name));
     }
 
     pub fn set_delay(&self, delay: Duration) {
@@ -180,6 +190,7 @@ fn respond(query: &[u8], zone: &mut Zone, started: Instant) -> Option<Vec<u8>> {
             .collect()
     });
     let (rcode, outcome, answers) = match addresses {
+        _ if zone.failing.contains(&name) => (Rcode::ServFail, "servfail", Vec::new()),
         None => (Rcode::NxDomain, "nxdomain", Vec::new()),
         Some(found) if found.is_empty() => (Rcode::NoError, "nodata", found),
         Some(found) => (Rcode::NoError, "answer", found),
@@ -195,7 +206,8 @@ fn respond(query: &[u8], zone: &mut Zone, started: Instant) -> Option<Vec<u8>> {
         outcome,
     });
     let mut reply = header(rcode, answers.len() as u16, true);
-    if answers.is_empty() {
+    // A negative answer carries the SOA; a SERVFAIL answers nothing at all.
+    if answers.is_empty() && !matches!(rcode, Rcode::ServFail) {
         reply[9] = 1; // one authority record: the SOA below
     }
     reply.extend_from_slice(&query[12..question_end + 4]); // the question, echoed

@@ -4,5 +4,6 @@
 
 mod cap;
 mod deadline;
+mod errors;
 mod policy;
 mod quick;
