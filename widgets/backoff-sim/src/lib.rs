@@ -464,6 +464,7 @@ mod tests {
             Some(Strategy::FullJitter)
         );
         assert_eq!(Strategy::from_index(0), Some(Strategy::None));
-        assert_eq!(Strategy::from_index(5), None);
+        assert_eq!(Strategy::from_index(5), Some(Strategy::Constant));
+        assert_eq!(Strategy::from_index(6), None);
     }
 }

@@ -114,7 +114,9 @@ mod tests {
         let names: Vec<String> = strategy_names().split(',').map(String::from).collect();
         assert_eq!(names[3], "full-jitter");
         let table = compare(100, 5.0, 2000.0, 11);
-        assert_eq!(table.len(), 10);
+        // Two numbers per strategy: calls and completion.
+        assert_eq!(table.len(), 2 * names.len());
+        assert_eq!(names.len(), 6);
         assert_eq!(
             table[6],
             field(&flat, "calls"),
