@@ -2,7 +2,7 @@
 //! how a library, the kernel or a platform behaves by default. A page marks
 //! such a statement with `{{#fact <id>}}`, which renders a small marker
 //! linking to the entry in the "How we know" appendix; `{{#facts}}` renders
-//! the appendix itself: every fact with the test in `labs/facts` that proves
+//! the appendix itself: every fact with the test in `facts` that proves
 //! it and the version of the crate that test ran against (from Cargo.lock),
 //! or, for Node, nginx, an ALB, Kubernetes or an RFC, the documentation it
 //! cites and its version. `tidy::facts` keeps the three in step.
@@ -16,7 +16,7 @@ use serde::Deserialize;
 pub const APPENDIX: &str = "how-we-know.html";
 
 /// Where the tests live, as the appendix names them.
-pub const TEST_BINARY: &str = "labs/facts/tests/facts";
+pub const TEST_BINARY: &str = "facts/tests/facts";
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]

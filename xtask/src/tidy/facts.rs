@@ -1,7 +1,7 @@
 //! The library facts stay in step (`book::facts`): every `{{#fact id}}` in
 //! the book has an entry in `book/facts.toml`, every entry is marked
 //! somewhere in the book, and every test an entry names is a test of
-//! `labs/facts/tests/facts` (`<module>::<name>`: a `#[test]` or
+//! `facts/tests/facts` (`<module>::<name>`: a `#[test]` or
 //! `#[tokio::test]` function `name` in `<module>.rs`).
 
 use std::{
@@ -141,9 +141,8 @@ mod tests {
 
     #[test]
     fn the_facts_binary_tests_are_found_by_module() {
-        let tests =
-            tests_in(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../labs/facts/tests/facts"))
-                .expect("reading the facts tests");
+        let tests = tests_in(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../facts/tests/facts"))
+            .expect("reading the facts tests");
         assert!(
             tests.contains("hyper::header_read_timeout_is_30_s_with_a_timer"),
             "{tests:?}"

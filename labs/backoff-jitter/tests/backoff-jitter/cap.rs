@@ -7,12 +7,7 @@
 use lab_backoff_jitter::{BackoffConfig, cap};
 use lab_kit::{Mode, Output};
 
-fn number(out: &Output, series: &str, field: &str) -> f64 {
-    out.summary(series)
-        .unwrap_or_else(|| panic!("no summary for {series}"))
-        .number(field)
-        .unwrap_or_else(|error| panic!("{error:#}"))
-}
+use crate::number;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_jitter_the_herd_arrives_together_at_the_cap() {

@@ -9,12 +9,7 @@
 use lab_backoff_jitter::{BackoffConfig, deadline};
 use lab_kit::{Mode, Output};
 
-fn number(out: &Output, series: &str, field: &str) -> f64 {
-    out.summary(series)
-        .unwrap_or_else(|| panic!("no summary for {series}"))
-        .number(field)
-        .unwrap_or_else(|error| panic!("{error:#}"))
-}
+use crate::number;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deadline_bounds_the_series_and_refuses_a_wait_it_cannot_afford() {

@@ -8,12 +8,7 @@
 use lab_backoff_jitter::{BackoffConfig, errors};
 use lab_kit::{Mode, Output};
 
-fn number(out: &Output, series: &str, field: &str) -> f64 {
-    out.summary(series)
-        .unwrap_or_else(|| panic!("no summary for {series}"))
-        .number(field)
-        .unwrap_or_else(|error| panic!("{error:#}"))
-}
+use crate::number;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn final_answers_are_sent_once_and_transient_failures_retried() {

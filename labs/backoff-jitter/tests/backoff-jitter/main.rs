@@ -7,3 +7,11 @@ mod deadline;
 mod errors;
 mod policy;
 mod quick;
+
+/// A summary's number, or a panic naming what is missing.
+fn number(out: &lab_kit::Output, series: &str, field: &str) -> f64 {
+    out.summary(series)
+        .unwrap_or_else(|| panic!("no summary for {series}"))
+        .number(field)
+        .unwrap_or_else(|error| panic!("{error:#}"))
+}
