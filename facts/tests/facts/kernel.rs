@@ -106,3 +106,39 @@ async fn time_wait_lasts_60_s_on_the_side_that_closed_first() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn closing_with_unread_data_sends_a_reset_not_a_fin() {
+    bounded("RST on close", Duration::from_secs(10), async {
+        use tokio::io::AsyncWriteExt;
+        let listener = bind_loopback().await.expect("binding");
+        let addr = listener.local_addr().expect("address");
+        // Two connections: one whose peer reads what it was sent before it
+        // closes, one whose peer closes with the bytes still unread.
+        let mut ends = Vec::new();
+        for read_first in [true, false] {
+            let mut client = tokio::net::TcpStream::connect(addr)
+                .await
+                .expect("connecting");
+            let (mut served, _) = listener.accept().await.expect("accepting");
+            client.write_all(b"GET / HTTP/1.1\r\n\r\n").await.expect("writing");
+            // Wait until the bytes sit in the served socket's receive buffer.
+            let mut peek = [0u8; 64];
+            let waiting = served.peek(&mut peek).await.expect("peeking");
+            assert!(waiting > 0);
+            if read_first {
+                let mut buffer = vec![0u8; waiting];
+                served.read_exact(&mut buffer).await.expect("reading");
+            }
+            drop(served);
+            let mut buffer = [0u8; 16];
+            ends.push(match client.read(&mut buffer).await {
+                Ok(0) => "fin".to_string(),
+                Ok(n) => format!("{n} bytes"),
+                Err(error) => format!("{:?}", error.kind()),
+            });
+        }
+        assert_eq!(ends, ["fin", "ConnectionReset"]);
+    })
+    .await;
+}

@@ -27,9 +27,12 @@ pub struct BreakerConfig {
 }
 
 impl Default for BreakerConfig {
-    /// Resilience4j's defaults, but for the window: 50 % failures, at least
-    /// 10 calls, 60 s open, 10 probes; a window of 20 rather than 100 so
-    /// that a lab sees a verdict in seconds.
+    /// Resilience4j's count-based breaker defaults to 50 % failures over a
+    /// window of 100 calls, no verdict before 100 calls, 60 s open and 10
+    /// probes (its CircuitBreakerConfig, documented at
+    /// <https://resilience4j.readme.io/docs/circuitbreaker>). Here the rate,
+    /// the open time and the probes are its; the window is 20 and the
+    /// minimum 10, so that a lab sees a verdict in seconds.
     fn default() -> BreakerConfig {
         BreakerConfig {
             window: 20,

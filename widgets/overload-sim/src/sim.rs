@@ -5,8 +5,9 @@
 //! flaky one. Seeded and discrete-event: the same configuration and seed give
 //! the same run, natively and in wasm.
 //!
-//! The life of a call, in the order Resilience4j recommends stacking these
-//! (breaker outside the timeout, the timeout outside the bulkhead):
+//! The life of a call, in the order Resilience4j's Spring Boot aspects stack
+//! these (breaker outside the timeout, the timeout outside the bulkhead; its
+//! "Aspect order" at <https://resilience4j.readme.io/docs/getting-started-3>):
 //! 1. It arrives (Poisson, half the requests for each provider).
 //! 2. The breaker, if any, may refuse it: it fails at once, reaches nothing.
 //! 3. The timeout starts: it covers everything from here on.
