@@ -68,6 +68,10 @@ pub struct Cell {
     pub seconds: f64,
     /// When the response head arrived (production seconds; 0 if never).
     pub head_s: f64,
+    /// From the head to the outcome (production seconds; 0 if no head came):
+    /// the body's share, which a body idle timeout bounds whenever the head
+    /// came.
+    pub after_head_s: f64,
     /// The shape's row on the chart, offset a little per setting so that
     /// points at the same time do not hide each other.
     pub row: f64,
@@ -243,6 +247,9 @@ pub async fn cell_after(
         seconds: millis(elapsed) * config.time_scale / 1000.0,
         row: shape.row() as f64 + (offset - 2.0) * 0.12,
         head_s: head_at.map_or(0.0, |head| config.production_s(head - started)),
+        after_head_s: head_at.map_or(0.0, |head| {
+            millis(elapsed) * config.time_scale / 1000.0 - config.production_s(head - started)
+        }),
         error,
     })
 }
