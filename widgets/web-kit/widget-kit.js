@@ -143,10 +143,11 @@ export async function check(name, done, body) {
 /**
  * Input-to-redraw: calls `input(step)` for `steps` steps, one per frame, and
  * records the widget's own redraw times as `redraw_*` metrics; an error if
- * the widget did not redraw once per input, or (given `budgetMs`) if the
- * median is over it.
+ * the widget did not redraw once per input. The times are a measurement for
+ * the report, never a pass mark: a median under one frame held on a quiet
+ * machine and failed one browser run in twenty on a loaded one.
  */
-export async function measureRedraws(state, steps, input, { errors, metrics }, budgetMs) {
+export async function measureRedraws(state, steps, input, { errors, metrics }) {
   state.redrawTimesMs.length = 0;
   const redrawsBefore = state.redraws;
   for (let step = 0; step < steps; step++) {
@@ -164,9 +165,6 @@ export async function measureRedraws(state, steps, input, { errors, metrics }, b
   metrics.redraw_p95_ms = percentile(times, 95);
   metrics.redraw_max_ms = Math.max(...times);
   metrics.redraw_samples = times.length;
-  if (budgetMs !== undefined && !(metrics.redraw_median_ms < budgetMs)) {
-    errors.push(`input-to-redraw median ${metrics.redraw_median_ms} ms, over ${budgetMs} ms`);
-  }
 }
 
 /** Sets an input's value and dispatches `eventName`, as a reader's change would. */

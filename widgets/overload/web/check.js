@@ -98,5 +98,5 @@ import(new URL('widgets/overload/widget-kit.js', document.baseURI).href).then((k
   //    can paint in between.
   setChoice(mode, 'hangs');
   setValue(sliders.arrivals, 200, 'input');
-  await kit.measureRedraws(state, 20, (step) => setValue(sliders.arrivals, 150 + 10 * (step % 10), 'input'), { errors, metrics }, 16);
+  await kit.measureRedraws(state, 20, (step) => setValue(sliders.arrivals, 150 + 10 * (step % 10), 'input'), { errors, metrics });
 }), (error) => done({ errors: [`the widget kit did not load: ${error}`], metrics: {} }));
