@@ -121,7 +121,10 @@ async fn closing_with_unread_data_sends_a_reset_not_a_fin() {
                 .await
                 .expect("connecting");
             let (mut served, _) = listener.accept().await.expect("accepting");
-            client.write_all(b"GET / HTTP/1.1\r\n\r\n").await.expect("writing");
+            client
+                .write_all(b"GET / HTTP/1.1\r\n\r\n")
+                .await
+                .expect("writing");
             // Wait until the bytes sit in the served socket's receive buffer.
             let mut peek = [0u8; 64];
             let waiting = served.peek(&mut peek).await.expect("peeking");
