@@ -4,7 +4,9 @@
 
 mod breakers;
 mod bulkhead;
+mod enrichment;
 mod guard;
+mod health_probe;
 mod placement;
 mod shedding;
 mod storm;
