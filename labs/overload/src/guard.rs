@@ -39,8 +39,13 @@ pub struct GuardConfig {
     /// up to `budget_max`.
     pub budget_per_first_try: f64,
     pub budget_max: f64,
-    /// In milliseconds of the guard's own clock (started with the guard).
+    /// In production milliseconds since the guard started.
     pub breaker: BreakerConfig,
+    /// How much faster than production this guard's clock runs: 1 in
+    /// production; in a lab run on a compressed clock, the lab's time scale.
+    /// Every `Duration` above is already on that clock; a `Retry-After`,
+    /// which the dependency sends in production seconds, is divided by it.
+    pub time_scale: f64,
     pub seed: u64,
 }
 
@@ -108,8 +113,7 @@ impl OutboundGuard {
         OutboundGuard {
             client,
             slots: Arc::new(Semaphore::new(config.slots)),
-            // Real time: the guard's breaker runs on the process's clock.
-            breaker: ClockedBreaker::new(config.breaker, Instant::now(), 1.0),
+            breaker: ClockedBreaker::new(config.breaker, Instant::now(), config.time_scale),
             budget: Mutex::new(RetryTokens::new(
                 config.budget_max,
                 config.budget_per_first_try,
@@ -187,7 +191,9 @@ impl OutboundGuard {
                         .get(RETRY_AFTER)
                         .and_then(|value| value.to_str().ok())
                         .and_then(|text| text.trim().parse::<u64>().ok())
-                        .map(Duration::from_secs);
+                        .map(|seconds| {
+                            Duration::from_secs(seconds).div_f64(self.config.time_scale)
+                        });
                     Attempt::Retry(Failure::Status(status.as_u16()), asked)
                 } else {
                     Attempt::Final(response)

@@ -10,7 +10,9 @@ pub mod arrivals;
 pub mod breakers;
 pub mod bulkhead;
 pub mod dependency;
+pub mod enrichment;
 pub mod guard;
+pub mod health_probe;
 pub mod placement;
 pub mod retrying;
 pub mod shedding;
@@ -93,6 +95,39 @@ pub struct OverloadConfig {
     /// The server that sheds lets this many wait for a worker.
     pub storm_queue_limit: usize,
     pub storm_bucket_s: f64,
+    /// Parts 6 and 7 run on a clock of their own, less compressed than parts
+    /// 1 to 4: a batch puts two hundred connections per setup on loopback at
+    /// once, and a timeout must not be spent in a busy machine's accept queue.
+    pub guard_time_scale: f64,
+    /// Part 6: `enrich_items` items for each provider, all at once. The
+    /// limited provider answers in `enrich_service_ms` while its bucket
+    /// (`enrich_rate_per_s`, at most `enrich_burst` saved up) has a token,
+    /// and 429 otherwise; the hung one holds each request `enrich_hang_ms`
+    /// and then answers 504. The guard's pieces: a timeout of
+    /// `enrich_attempt_timeout_ms` on each attempt, `enrich_retries`
+    /// retries, a bulkhead of `enrich_slots` with `enrich_slot_wait_ms` of
+    /// waiting, and the lab's breaker.
+    pub enrich_items: usize,
+    pub enrich_service_ms: f64,
+    pub enrich_rate_per_s: f64,
+    pub enrich_burst: f64,
+    pub enrich_hang_ms: f64,
+    pub enrich_attempt_timeout_ms: f64,
+    pub enrich_retries: u32,
+    pub enrich_slots: usize,
+    pub enrich_slot_wait_ms: f64,
+    /// Part 7: users at the quiet or the busy rate, one call each, for
+    /// `probe_duration_s`; the upstream dies at `probe_dies_at_s`. The probe
+    /// asks its health route every `probe_interval_ms`, each probe timed out
+    /// after `probe_timeout_ms`, and takes it out after `probe_failures`
+    /// failures in a row.
+    pub probe_quiet_rate_per_s: f64,
+    pub probe_busy_rate_per_s: f64,
+    pub probe_duration_s: f64,
+    pub probe_dies_at_s: f64,
+    pub probe_interval_ms: f64,
+    pub probe_timeout_ms: f64,
+    pub probe_failures: u32,
     pub seed: u64,
 }
 
@@ -141,6 +176,23 @@ impl OverloadConfig {
             storm_retries: 3,
             storm_queue_limit: 10,
             storm_bucket_s: 0.5,
+            guard_time_scale: mode.pick(2.0, 1.0),
+            enrich_items: 100,
+            enrich_service_ms: 50.0,
+            enrich_rate_per_s: 50.0,
+            enrich_burst: 20.0,
+            enrich_hang_ms: 2500.0,
+            enrich_attempt_timeout_ms: 600.0,
+            enrich_retries: 2,
+            enrich_slots: 10,
+            enrich_slot_wait_ms: 3000.0,
+            probe_quiet_rate_per_s: 2.0,
+            probe_busy_rate_per_s: 50.0,
+            probe_duration_s: 8.0,
+            probe_dies_at_s: 1.2,
+            probe_interval_ms: 500.0,
+            probe_timeout_ms: 500.0,
+            probe_failures: 2,
             seed: 2015,
         }
     }
@@ -186,21 +238,52 @@ pub async fn run(mode: Mode, config: &OverloadConfig, out: &mut Output) -> Resul
     shedding::run_shedding(config, out)
         .await
         .context("load shedding")?;
-    eprintln!("overload: circuit breakers (3 breakers x 2 layerings and none, side by side)");
-    for (setup, outcome) in breakers::run_breakers(config)
+    eprintln!(
+        "overload: circuit breakers (3 breakers x 2 layerings and none), then the breaker's \
+         place ({} cases); beside them the health probe ({} cases)",
+        placement::PlacementCase::ALL.len(),
+        health_probe::ProbeCase::ALL.len()
+    );
+    // Parts 3, 4 and 7 wait on compressed timers at a few hundred requests
+    // a second: part 7 runs beside the other two, which keeps it out of the
+    // quick run's time. Part 6 runs alone after them: its batch opens twelve
+    // hundred connections at once, which would reach parts 3 and 4's
+    // timeouts. The storm runs alone last (its timeline is the load).
+    let (breaker_parts, probes) = tokio::join!(
+        async {
+            let breakers = breakers::run_breakers(config)
+                .await
+                .context("circuit breakers")?;
+            let placements = placement::run_placements(config)
+                .await
+                .context("the breaker's place")?;
+            anyhow::Ok((breakers, placements))
+        },
+        async {
+            health_probe::run_probes(config)
+                .await
+                .context("the health probe")
+        },
+    );
+    let (breakers, placements) = breaker_parts?;
+    let probes = probes?;
+    eprintln!(
+        "overload: the enrichment batch ({} setups, side by side)",
+        enrichment::Enrichment::ALL.len()
+    );
+    let batch = enrichment::run_enrichment(config)
         .await
-        .context("circuit breakers")?
-    {
+        .context("the enrichment service")?;
+    for (setup, outcome) in breakers {
         out.summary_of(&lab_kit::Series::series(&setup), &outcome)?;
     }
-    eprintln!(
-        "overload: the breaker's place ({} cases, side by side)",
-        placement::PlacementCase::ALL.len()
-    );
-    for (case, outcome) in placement::run_placements(config)
-        .await
-        .context("the breaker's place")?
-    {
+    for (case, outcome) in placements {
+        out.summary_of(&lab_kit::Series::series(&case), &outcome)?;
+    }
+    for (setup, outcome) in batch {
+        out.summary_of(&lab_kit::Series::series(&setup), &outcome)?;
+    }
+    for (case, outcome) in probes {
         out.summary_of(&lab_kit::Series::series(&case), &outcome)?;
     }
     eprintln!(

@@ -82,6 +82,7 @@ fn config() -> GuardConfig {
             open_ms: 60_000,
             half_open_probes: 1,
         },
+        time_scale: 1.0,
         seed: 7,
     }
 }
