@@ -69,6 +69,12 @@ impl RunData {
     /// its mode, time scale, date and machine; a seeded simulation runs on
     /// simulated time, so neither the time scale nor the machine matter.
     pub fn caption_for(&self, clock: Clock) -> String {
+        self.caption_at(clock, self.meta.time_scale)
+    }
+
+    /// The caption of a part that ran on a clock of its own, compressed
+    /// `time_scale` times (its rows say so; `{{#table ... clock=rows}}`).
+    pub fn caption_at(&self, clock: Clock, time_scale: f64) -> String {
         // A run with changed settings says so first: its numbers are not the
         // lab's own settings'.
         let set = if self.meta.set.is_empty() {
@@ -76,10 +82,10 @@ impl RunData {
         } else {
             format!("with {} set, ", self.meta.set.join(", "))
         };
-        format!("{set}{}", self.plain_caption(clock))
+        format!("{set}{}", self.plain_caption(clock, time_scale))
     }
 
-    fn plain_caption(&self, clock: Clock) -> String {
+    fn plain_caption(&self, clock: Clock, time_scale: f64) -> String {
         let date = self.meta.started.get(..10).unwrap_or(&self.meta.started);
         if clock == Clock::Simulated {
             return format!(
@@ -88,12 +94,12 @@ impl RunData {
             );
         }
         let real_time = clock == Clock::RealTime;
-        let scale = if real_time || (self.meta.time_scale - 1.0).abs() < f64::EPSILON {
+        let scale = if real_time || (time_scale - 1.0).abs() < f64::EPSILON {
             String::from("real time")
         } else {
             format!(
                 "time compressed {}x",
-                lab_kit::Value::Num(self.meta.time_scale).display()
+                lab_kit::Value::Num(time_scale).display()
             )
         };
         format!(
@@ -115,6 +121,9 @@ pub enum Clock {
     Measured,
     RealTime,
     Simulated,
+    /// A table's part ran on a clock of its own: each row carries its
+    /// `time_scale`, and the caption gives it (tables only).
+    Rows,
 }
 
 /// Which records a chart or table reads.

@@ -98,7 +98,9 @@ fn expand_one(directive: &str, to_root: &str, lab_data: &LabData) -> Result<Stri
             let fields: Vec<&str> = words.next().context("missing fields")?.split(',').collect();
             // Optional, in any order: the series list, and `clock=simulated`
             // for a table of a seeded simulation (its caption then says so), or
-            // `clock=real-time` for a part that ran uncompressed.
+            // `clock=real-time` for a part that ran uncompressed, or
+            // `clock=rows` for a part on a clock of its own, whose rows each
+            // carry the `time_scale` it ran at.
             let mut series: Vec<&str> = Vec::new();
             let mut clock = Clock::Measured;
             for word in words {
@@ -106,16 +108,17 @@ fn expand_one(directive: &str, to_root: &str, lab_data: &LabData) -> Result<Stri
                     Some("simulated") => clock = Clock::Simulated,
                     Some("measured") => clock = Clock::Measured,
                     Some("real-time") => clock = Clock::RealTime,
+                    Some("rows") => clock = Clock::Rows,
                     Some(other) => {
                         bail!(
-                            "clock={other}: expected clock=measured, clock=real-time or clock=simulated"
+                            "clock={other}: expected clock=measured, clock=real-time, clock=simulated or clock=rows"
                         )
                     }
                     None if series.is_empty() => series = word.split(',').collect(),
                     None => bail!("too many words"),
                 }
             }
-            data_table(slug, kind, &fields, &series, clock, to_root, lab_data)
+            super::table::data_table(slug, kind, &fields, &series, clock, to_root, lab_data)
         }
         Some("value") => {
             let usage = "usage: {{#value <slug> <series> <field>}}";
@@ -252,62 +255,6 @@ fn chart_figure(target: &str, to_root: &str, lab_data: &LabData) -> Result<Strin
     ))
 }
 
-fn data_table(
-    slug: &str,
-    kind: PointKind,
-    fields: &[&str],
-    series: &[&str],
-    clock: Clock,
-    to_root: &str,
-    lab_data: &LabData,
-) -> Result<String> {
-    let run = lab_data.run(slug)?;
-    let points: Vec<_> = if series.is_empty() {
-        run.points(kind).iter().collect()
-    } else {
-        let mut chosen = Vec::new();
-        for name in series {
-            let found: Vec<_> = run
-                .points(kind)
-                .iter()
-                .filter(|point| point.series == *name)
-                .collect();
-            ensure!(!found.is_empty(), "no {kind:?} records for series {name:?}");
-            chosen.extend(found);
-        }
-        chosen
-    };
-    ensure!(!points.is_empty(), "no {kind:?} records");
-    // The wrapper lets the theme size data tables apart from prose tables;
-    // the blank line after it makes mdBook read the table inside as Markdown.
-    let mut table = String::from("\n<div class=\"lab-table\">\n\n| series |");
-    let mut rule = String::from("|:--|");
-    for field in fields {
-        table.push_str(&format!(" `{field}` |"));
-        rule.push_str("--:|");
-    }
-    table.push('\n');
-    table.push_str(&rule);
-    table.push('\n');
-    for point in points {
-        table.push_str(&format!("| {} |", point.series));
-        for field in fields {
-            let value = point
-                .values
-                .get(*field)
-                .with_context(|| format!("series {:?} has no field {field:?}", point.series))?;
-            table.push_str(&format!(" {} |", value.display().replace('|', "\\|")));
-        }
-        table.push('\n');
-    }
-    table.push_str(&format!(
-        "\n<p class=\"table-caption\">Lab <code>{slug}</code>, {}. \
-         <a href=\"{to_root}lab-data/{slug}.jsonl\">Data</a>.</p>\n</div>\n",
-        html_escape(&run.caption_for(clock))
-    ));
-    Ok(table)
-}
-
 /// One field of the one summary record of `series` in lab `slug`'s run.
 pub(super) fn summary_field<'a>(
     slug: &str,
@@ -349,7 +296,7 @@ pub(super) fn data_value(
     ))
 }
 
-fn html_escape(text: &str) -> String {
+pub(super) fn html_escape(text: &str) -> String {
     text.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
@@ -371,6 +318,12 @@ mod tests {
         r#"{"type":"summary","data":{"series":"twice","values":{"n":1}}}"#,
         "\n",
         r#"{"type":"summary","data":{"series":"twice","values":{"n":2}}}"#,
+        "\n",
+        r#"{"type":"summary","data":{"series":"part/a","values":{"n":3,"time_scale":2.0}}}"#,
+        "\n",
+        r#"{"type":"summary","data":{"series":"part/b","values":{"n":4,"time_scale":2.0}}}"#,
+        "\n",
+        r#"{"type":"summary","data":{"series":"part/c","values":{"n":5,"time_scale":3.0}}}"#,
         "\n",
     );
 
@@ -456,9 +409,36 @@ mod tests {
         let wrong =
             expand("{{#table demo summary n a/b clock=fast}}", "", &lab_data()).unwrap_err();
         assert!(
-            format!("{wrong:#}")
-                .contains("expected clock=measured, clock=real-time or clock=simulated"),
+            format!("{wrong:#}").contains(
+                "expected clock=measured, clock=real-time, clock=simulated or clock=rows"
+            ),
             "{wrong:#}"
+        );
+    }
+
+    #[test]
+    fn a_table_on_its_own_clock_names_its_rows_compression() {
+        let own = expand(
+            "{{#table demo summary n part/a,part/b clock=rows}}",
+            "",
+            &lab_data(),
+        )
+        .unwrap();
+        assert!(own.contains("time compressed 2x"), "{own}");
+        let mixed = expand(
+            "{{#table demo summary n part/a,part/c clock=rows}}",
+            "",
+            &lab_data(),
+        )
+        .unwrap_err();
+        assert!(
+            format!("{mixed:#}").contains("the rows ran at different time scales"),
+            "{mixed:#}"
+        );
+        let none = expand("{{#table demo summary n a/b clock=rows}}", "", &lab_data()).unwrap_err();
+        assert!(
+            format!("{none:#}").contains("series \"a/b\" has no numeric time_scale"),
+            "{none:#}"
         );
     }
 

@@ -33,6 +33,7 @@ mod claims;
 mod directives;
 pub mod facts;
 pub mod quiz;
+mod table;
 pub mod workshop;
 
 use std::{

@@ -107,6 +107,12 @@ pub fn load_specs(lab: &Lab) -> Result<Vec<ChartSpec>> {
     let mut seen = std::collections::HashSet::new();
     for spec in &file.chart {
         ensure!(
+            spec.clock != Clock::Rows,
+            "{}: chart {:?}: clock = \"rows\" is for tables only",
+            path.display(),
+            spec.name
+        );
+        ensure!(
             seen.insert(spec.name.clone()),
             "{}: two charts named {:?}",
             path.display(),
