@@ -23,6 +23,9 @@ use lab_kit::{
 };
 use serde::{Deserialize, Serialize};
 
+pub mod ports;
+pub mod tls;
+
 /// What one run measures.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ReuseConfig {
@@ -37,6 +40,10 @@ pub struct ReuseConfig {
     pub repeats: usize,
     /// The in-flight values of the shared-pool concurrency sweep.
     pub sweep: Vec<usize>,
+    /// Requests sent one at a time by each TLS setup.
+    pub tls_requests: usize,
+    /// Ports in each socket's own range in the `EADDRNOTAVAIL` part.
+    pub port_window: u32,
 }
 
 impl ReuseConfig {
@@ -51,6 +58,9 @@ impl ReuseConfig {
                 vec![1, 2, 5, 10, 25, 50, 100, 200],
                 vec![1, 2, 3, 5, 8, 10, 15, 25, 35, 50, 75, 100, 150, 200],
             ),
+            tls_requests: mode.pick(200, 1000),
+            // A handful: the error comes after a few requests, not 28,000.
+            port_window: 8,
         }
     }
 }
@@ -239,7 +249,7 @@ pub struct InFlightPoint {
     pub wall_ms: f64,
 }
 
-/// The whole lab: every setup, then the sweep, as records on `out`.
+/// The whole lab: every setup, the sweep, TLS and ports, as records on `out`.
 pub async fn run(mode: Mode, config: &ReuseConfig, out: &mut Output) -> Result<()> {
     let meta = Meta::describe(lab_kit::slug!(), mode, 1.0, config)?;
     out.meta(meta)?;
@@ -279,6 +289,22 @@ pub async fn run(mode: Mode, config: &ReuseConfig, out: &mut Output) -> Result<(
                 wall_ms: measured.wall_ms,
             },
         )?;
+    }
+    let time_wait = ports::time_wait(config.requests, config.in_flight).await?;
+    out.summary_of(ports::TIME_WAIT_SERIES, &time_wait)?;
+    // The port window's part spends about a second asleep, waiting for the
+    // kernel to free a port, so it waits while the TLS part works: the TLS
+    // part's CPU times are its own threads' clocks, which a sleeping task
+    // does not touch.
+    let (tls, refused) = tokio::join!(
+        tls::measure_all(config.tls_requests),
+        ports::refused(config.port_window)
+    );
+    for (setup, summary) in tls? {
+        out.summary_of(&setup.series(), &summary)?;
+    }
+    if let Some(refused) = refused? {
+        out.summary_of(ports::REFUSED_SERIES, &refused)?;
     }
     Ok(())
 }

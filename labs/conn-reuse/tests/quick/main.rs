@@ -1,8 +1,13 @@
 //! The connection-reuse lab in quick mode: each client setup opens the number
-//! of connections its chapter says it does.
+//! of connections its chapter says it does; over TLS each new connection pays
+//! a handshake (`quick/tls.rs`); a client per request fills the ports
+//! (`quick/ports.rs`).
 
 use lab_conn_reuse::{ReuseConfig, run};
 use lab_kit::{Mode, Output, record::Point};
+
+mod ports;
+mod tls;
 
 /// The two tests run one at a time: connection counts are measured, and a
 /// second lab run beside the first would change them.
@@ -77,6 +82,10 @@ async fn quick_run_shows_reuse_and_its_absence() -> anyhow::Result<()> {
     // the race above is lost, one of very few.
     assert!(first.0 == 1 && first.1 <= 3, "{first:?}");
     assert!(last.1 >= last.0.min(in_flight), "{last:?}");
+
+    tls::handshakes_follow_the_connections(&out, config.tls_requests as u64);
+    ports::time_wait_and_the_ceiling(&out, requests);
+    ports::a_narrow_window_runs_out(&out, u64::from(config.port_window));
     Ok(())
 }
 

@@ -1,0 +1,145 @@
+//! Linux and local ports: `connect` fails with `EADDRNOTAVAIL` when every
+//! port it may take is held toward that address, and a loopback connection
+//! may take a port in `TIME_WAIT` again once it is a second old. Each test
+//! narrows the range of its own sockets (`IP_LOCAL_PORT_RANGE`, Linux 6.3+),
+//! so it changes no machine setting and needs no root.
+
+use std::{net::SocketAddr, os::fd::AsRawFd, time::Duration};
+
+use lab_facts::bounded;
+use lab_kit::net::bind_loopback;
+use tokio::{
+    io::AsyncReadExt,
+    net::{TcpListener, TcpSocket, TcpStream},
+    time::Instant,
+};
+
+/// From Linux's `include/uapi/linux/in.h`.
+const IP_LOCAL_PORT_RANGE: libc::c_int = 51;
+
+/// A window of `size` ports inside the machine's ephemeral range, placed by
+/// the clock so two runs at once rarely share one.
+fn window(size: u32) -> (u32, u32) {
+    let text = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .expect("reading ip_local_port_range");
+    let mut numbers = text
+        .split_whitespace()
+        .map(|n| n.parse::<u32>().expect("a port"));
+    let (low, high) = (numbers.next().expect("low"), numbers.next().expect("high"));
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after 1970")
+        .subsec_nanos();
+    let start = low + (nanos ^ std::process::id()) % (high - low + 2 - size);
+    (start, start + size - 1)
+}
+
+async fn connect_in(addr: SocketAddr, (low, high): (u32, u32)) -> std::io::Result<TcpStream> {
+    let socket = TcpSocket::new_v4()?;
+    let range = low | (high << 16);
+    // SAFETY: a u32 option value on a socket this function owns.
+    let status = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::IPPROTO_IP,
+            IP_LOCAL_PORT_RANGE,
+            (&range as *const u32).cast(),
+            size_of::<u32>() as libc::socklen_t,
+        )
+    };
+    assert_eq!(
+        status,
+        0,
+        "IP_LOCAL_PORT_RANGE: {}",
+        std::io::Error::last_os_error()
+    );
+    socket.connect(addr).await
+}
+
+/// The client closes first, the server reads the end and closes: the client's
+/// socket goes to TIME_WAIT holding its port.
+async fn connect_and_close_first(listener: &TcpListener, window: (u32, u32)) {
+    let client = connect_in(listener.local_addr().expect("address"), window)
+        .await
+        .expect("a port in the window");
+    let (mut served, _) = listener.accept().await.expect("accepting");
+    drop(client);
+    let mut buffer = [0u8; 8];
+    assert_eq!(served.read(&mut buffer).await.expect("reading the end"), 0);
+}
+
+#[tokio::test]
+async fn connect_fails_with_eaddrnotavail_when_every_port_toward_the_address_is_held() {
+    bounded("EADDRNOTAVAIL", Duration::from_secs(10), async {
+        let (first, second) = (
+            bind_loopback().await.expect("binding"),
+            bind_loopback().await.expect("binding"),
+        );
+        let window = window(2);
+        // Two open connections hold both ports toward the first listener...
+        let mut held = Vec::new();
+        while held.len() < 2 {
+            match connect_in(first.local_addr().expect("address"), window).await {
+                Ok(stream) => held.push(stream),
+                // A port of the window taken by a listener elsewhere on the
+                // machine: no test of this window can pass or fail; say so.
+                Err(error) => panic!("only {} ports free in {window:?}: {error}", held.len()),
+            }
+        }
+        let refused = connect_in(first.local_addr().expect("address"), window)
+            .await
+            .expect_err("a third connection in a window of two ports");
+        assert_eq!(
+            refused.raw_os_error(),
+            Some(libc::EADDRNOTAVAIL),
+            "{refused}"
+        );
+        assert_eq!(
+            refused.to_string(),
+            "Cannot assign requested address (os error 99)"
+        );
+        // ...but only toward that address: another port on the same host
+        // takes the same local ports.
+        connect_in(second.local_addr().expect("address"), window)
+            .await
+            .expect("the same window toward another address");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn loopback_takes_a_time_wait_port_again_after_1_s() {
+    bounded("tcp_tw_reuse", Duration::from_secs(10), async {
+        let reuse = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_tw_reuse")
+            .expect("reading tcp_tw_reuse");
+        // 2, the default: reuse for loopback connections only.
+        assert_eq!(reuse.trim(), "2");
+        let listener = bind_loopback().await.expect("binding");
+        let addr = listener.local_addr().expect("address");
+        let window = window(1);
+        connect_and_close_first(&listener, window).await;
+        let closed = Instant::now();
+        let refused = connect_in(addr, window)
+            .await
+            .expect_err("the port is in TIME_WAIT");
+        assert_eq!(
+            refused.raw_os_error(),
+            Some(libc::EADDRNOTAVAIL),
+            "{refused}"
+        );
+        let reused_after = loop {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            match connect_in(addr, window).await {
+                Ok(_) => break closed.elapsed(),
+                Err(error) if error.raw_os_error() == Some(libc::EADDRNOTAVAIL) => continue,
+                Err(error) => panic!("{error}"),
+            }
+        };
+        // Far sooner than TIME_WAIT's 60 s, and not before its second.
+        assert!(
+            (Duration::from_millis(900)..Duration::from_secs(4)).contains(&reused_after),
+            "{reused_after:?}"
+        );
+    })
+    .await;
+}
