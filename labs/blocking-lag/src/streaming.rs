@@ -219,6 +219,10 @@ pub async fn stream_report(config: &BlockingConfig, out: &mut Output) -> Result<
         }
         out.summary_of(&delivery.series(), &run.summary)?;
     }
+    eprintln!(
+        "blocking-lag: the report from SQLite, both ways, in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
     Ok(())
 }
 
