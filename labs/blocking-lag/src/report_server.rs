@@ -60,11 +60,14 @@ pub struct ReportServerArgs {
     pub page_rows: usize,
     /// The server stops by itself after this, whatever the parent does.
     pub max: Duration,
+    /// For the lab's test: the streamed read fails after this many pages,
+    /// as a database that went away halfway would.
+    pub fail_after_pages: Option<u64>,
 }
 
 impl ReportServerArgs {
     pub fn to_args(&self) -> Vec<String> {
-        vec![
+        let mut args = vec![
             SUBCOMMAND.into(),
             "--delivery".into(),
             self.delivery.name().into(),
@@ -74,7 +77,11 @@ impl ReportServerArgs {
             self.page_rows.to_string(),
             "--max-ms".into(),
             self.max.as_millis().to_string(),
-        ]
+        ];
+        if let Some(pages) = self.fail_after_pages {
+            args.extend(["--fail-after-pages".into(), pages.to_string()]);
+        }
+        args
     }
 
     /// Parses the arguments after the subcommand.
@@ -83,6 +90,7 @@ impl ReportServerArgs {
         let mut rows = 10_000;
         let mut page_rows = 1_000;
         let mut max = Duration::from_secs(60);
+        let mut fail_after_pages = None;
         let mut flags = Flags::new(args).for_what("report server");
         while let Some(flag) = flags.next_flag()? {
             match flag.name {
@@ -94,6 +102,7 @@ impl ReportServerArgs {
                 "--rows" => rows = flag.parse("a count")?,
                 "--page-rows" => page_rows = flag.parse("a count")?,
                 "--max-ms" => max = flag.millis()?,
+                "--fail-after-pages" => fail_after_pages = Some(flag.parse("a count")?),
                 _ => return Err(flag.unknown()),
             }
         }
@@ -102,6 +111,7 @@ impl ReportServerArgs {
             rows,
             page_rows: page_rows.max(1),
             max,
+            fail_after_pages,
         })
     }
 }
@@ -140,6 +150,7 @@ struct ReportState {
     delivery: Delivery,
     page_rows: usize,
     pages: Arc<AtomicU64>,
+    fail_after_pages: Option<u64>,
 }
 
 fn serve(args: ReportServerArgs) -> Result<()> {
@@ -151,6 +162,7 @@ fn serve(args: ReportServerArgs) -> Result<()> {
         delivery: args.delivery,
         page_rows: args.page_rows,
         pages: Arc::new(AtomicU64::new(0)),
+        fail_after_pages: args.fail_after_pages,
     });
     let app = Router::new()
         .route("/health", get(|| async { "ok\n" }))
@@ -237,11 +249,19 @@ async fn report(State(state): State<Arc<ReportState>>) -> Result<Response, Statu
         Delivery::Streamed => {
             let (pages, body) = mpsc::channel::<Page>(2);
             let (page_rows, sent) = (state.page_rows, Arc::clone(&state.pages));
+            let fail_after = state.fail_after_pages;
             tokio::task::spawn_blocking(move || {
                 let connection = db.lock().expect("the database lock is never poisoned");
                 let read = report_in_pages(&connection, page_rows, |page| {
-                    sent.fetch_add(1, Ordering::SeqCst);
-                    pages.blocking_send(Ok(Bytes::from(page))).is_ok()
+                    let sent = sent.fetch_add(1, Ordering::SeqCst) + 1;
+                    pages.blocking_send(Ok(Bytes::from(page))).is_ok() && Some(sent) != fail_after
+                })
+                // The lab's test breaks the read halfway (`--fail-after-pages`).
+                .and_then(|read| match fail_after {
+                    Some(limit) if read as u64 >= limit => {
+                        Err(anyhow::anyhow!("the read failed after {limit} pages"))
+                    }
+                    _ => Ok(read),
                 });
                 if let Err(error) = read {
                     // The 200 and the first pages have left: the only way to

@@ -201,6 +201,7 @@ pub async fn stream_report(config: &BlockingConfig, out: &mut Output) -> Result<
             rows: config.stream_rows,
             page_rows: config.page_rows,
             max: Duration::from_secs(60),
+            fail_after_pages: None,
         };
         async move { ReportChild::start(&config.prober_exe, &args).await }
     });

@@ -1,10 +1,16 @@
 //! The report read from SQLite, in memory or streamed in pages, each by a
 //! server process of its own: the same bytes either way; memory that grows
 //! with the report against memory that does not; a first byte after the
-//! whole report against one after the first page.
+//! whole report against one after the first page; and a read that fails
+//! halfway, which must reach the client as a broken body.
+
+use std::time::Duration;
 
 use lab_blocking_lag::{
-    BlockingConfig, Delivery, HandlerSetup, report::build_report, streaming::stream_report,
+    BlockingConfig, Delivery, HandlerSetup,
+    report::build_report,
+    report_server::ReportServerArgs,
+    streaming::{ReportChild, stream_report},
 };
 use lab_kit::{Output, Series, record::Point};
 
@@ -89,6 +95,56 @@ async fn streaming_keeps_memory_flat_and_sends_the_first_byte_early() {
         let samples = out.samples(&format!("rss-{}", delivery.series())).count();
         assert!(samples >= 10, "{samples} memory samples for {delivery:?}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_read_that_fails_halfway_breaks_the_body_off() {
+    // 20 pages of 1,000 rows; the database "goes away" after the third.
+    let (rows, page_rows, fail_after) = (20_000, 1_000, 3);
+    let server = ReportChild::start(
+        &lab_binary(),
+        &ReportServerArgs {
+            delivery: Delivery::Streamed,
+            rows,
+            page_rows,
+            max: Duration::from_secs(30),
+            fail_after_pages: Some(fail_after),
+        },
+    )
+    .await
+    .expect("the report server");
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_secs(20))
+        .build()
+        .expect("a client");
+    let mut response = client
+        .get(format!("http://{}/report", server.addr))
+        .send()
+        .await
+        .expect("the response head");
+    // The status left before the read failed: it says 200.
+    assert_eq!(response.status(), reqwest::StatusCode::OK);
+    let mut received = 0;
+    let ended = loop {
+        match response.chunk().await {
+            Ok(Some(frame)) => received += frame.len(),
+            Ok(None) => break Ok(()),
+            Err(error) => break Err(error),
+        }
+    };
+    // The client sees a broken body, not a shorter report that looks whole.
+    assert!(
+        ended.is_err(),
+        "the body ended cleanly after {received} bytes"
+    );
+    let whole = build_report(rows).bytes;
+    assert!(
+        received > 0 && received < whole,
+        "{received} of {whole} bytes"
+    );
+    let pages = server.stop().await.expect("the server stops");
+    assert_eq!(pages, fail_after);
 }
 
 #[test]
