@@ -14,6 +14,7 @@ mod hickory;
 mod hyper;
 mod hyper_util;
 mod kernel;
+mod procfs;
 mod reqwest;
 mod tokio;
 mod tower;
