@@ -15,6 +15,7 @@ mod hyper;
 mod hyper_util;
 mod kernel;
 mod ports;
+mod procfs;
 mod reqwest;
 mod tokio;
 mod tower;

@@ -1,7 +1,9 @@
 //! Blocking the runtime: a report handler that does 1.5 million rows of CPU
 //! work, measured from outside (a separate prober process hitting /health)
 //! and from inside (a lag probe on the server's runtime), on a current_thread
-//! runtime, on two workers, and with five ways of moving the work.
+//! runtime, on two workers, and with five ways of moving the work; then the
+//! same report read from a database, built in memory or streamed in pages
+//! (`streaming`).
 //!
 //! Each setup gets a fresh server on a runtime of its own (see `server`),
 //! a fresh prober process (see `prober`), a short quiet period, the report
@@ -9,10 +11,13 @@
 
 mod handlers;
 pub mod measure;
+pub mod orders;
 pub mod prober;
 pub mod report;
+pub mod report_server;
 pub mod server;
 pub mod setup;
+pub mod streaming;
 pub mod summary;
 
 use std::path::PathBuf;
@@ -21,7 +26,9 @@ use anyhow::{Context, Result};
 use lab_kit::{Meta, Mode, Output, Series};
 use serde::{Deserialize, Serialize};
 
-pub use crate::{measure::measure, setup::HandlerSetup, summary::Measured};
+pub use crate::{
+    measure::measure, report_server::Delivery, setup::HandlerSetup, summary::Measured,
+};
 
 /// What one run measures.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -47,6 +54,14 @@ pub struct BlockingConfig {
     pub slow_poll_ms: u64,
     /// The setups run, by name (`HandlerSetup::ALL` has them).
     pub setup_names: Vec<String>,
+    /// Rows of the report read from SQLite in the streaming part.
+    pub stream_rows: usize,
+    /// Rows per page of the streamed report.
+    pub page_rows: usize,
+    /// The report server's resident memory is read this often (ms).
+    pub stream_sample_ms: u64,
+    /// The deliveries compared, by name (`Delivery::ALL`); none skips the part.
+    pub stream_deliveries: Vec<String>,
     /// The lab binary, re-executed as the prober (not part of the meta
     /// record; after `--set`, this binary).
     #[serde(skip_serializing, default = "this_binary")]
@@ -111,6 +126,13 @@ impl BlockingConfig {
             rayon_threads: 1,
             slow_poll_ms: 10,
             setup_names: setups.iter().map(|setup| setup.name.to_string()).collect(),
+            stream_rows: rows,
+            page_rows: 5_000,
+            stream_sample_ms: 5,
+            stream_deliveries: Delivery::ALL
+                .iter()
+                .map(|delivery| delivery.name().to_string())
+                .collect(),
             prober_exe,
         }
     }
@@ -139,6 +161,9 @@ pub async fn run(mode: Mode, config: &BlockingConfig, out: &mut Output) -> Resul
         }
         out.summary_of(&setup.series(), &measured.summary)?;
     }
+    streaming::stream_report(config, out)
+        .await
+        .context("the report from SQLite")?;
     Ok(())
 }
 
@@ -148,11 +173,15 @@ pub async fn run(mode: Mode, config: &BlockingConfig, out: &mut Output) -> Resul
 /// took 8 to 24 s to compile; with it here, under half a second
 /// (ARCHITECTURE.md, "Timings and build profiles").
 pub fn main() -> std::process::ExitCode {
-    use crate::prober;
+    use crate::{prober, report_server};
 
     let args: Vec<String> = std::env::args().collect();
-    if args.get(1).map(String::as_str) == Some(prober::SUBCOMMAND) {
-        return prober::prober_main(&args[2..]);
+    match args.get(1).map(String::as_str) {
+        Some(prober::SUBCOMMAND) => return prober::prober_main(&args[2..]),
+        Some(report_server::SUBCOMMAND) => {
+            return report_server::report_server_main(&args[2..]);
+        }
+        _ => {}
     }
     lab_kit::cli::run_lab(
         include_str!("../Cargo.toml"),

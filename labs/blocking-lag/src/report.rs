@@ -58,9 +58,9 @@ pub struct Built {
 }
 
 /// FNV-1a, fed piece by piece: order-sensitive, so a wrong sort shows.
-const FNV_START: u64 = 0xcbf2_9ce4_8422_2325;
+pub const FNV_START: u64 = 0xcbf2_9ce4_8422_2325;
 
-fn checksum(hash: u64, bytes: &[u8]) -> u64 {
+pub fn checksum(hash: u64, bytes: &[u8]) -> u64 {
     bytes.iter().fold(hash, |hash, &byte| {
         (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
     })

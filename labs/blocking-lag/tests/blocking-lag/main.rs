@@ -1,6 +1,10 @@
 //! The acceptance tests of the blocking-lag lab: real servers, a real prober
 //! process, and assertions on direction with margins wide enough for a busy
-//! 2-core machine (the report takes about a second in a debug build).
+//! 2-core machine (the report takes about a second in a debug build). One
+//! test binary; the report read from SQLite, in memory or streamed, is the
+//! module `streaming`.
+
+mod streaming;
 
 use std::{path::PathBuf, process::Stdio, time::Duration};
 
