@@ -58,6 +58,7 @@ async fn axum_serve_waits_for_the_slow_clients_and_the_hardened_server_cuts_them
         // The server lowered its own limit, and the slow clients took every
         // slot it had left.
         assert_eq!(row.limit, config.descriptor_limit, "{row:?}");
+        assert!(row.became_full, "{row:?}");
         assert_eq!(row.slow_clients + row.baseline_fds, row.limit, "{row:?}");
         assert!(row.slow_clients >= 32, "{row:?}");
         // Nothing in the server's logs, and no spinning: a loop that retried
