@@ -10,12 +10,14 @@
 //! its servers and clients are dropped with it.
 
 mod axum;
+mod axum_accept;
 mod hickory;
 mod hyper;
 mod hyper_util;
 mod kernel;
 mod ports;
 mod procfs;
+mod kernel_listen;
 mod reqwest;
 mod tokio;
 mod tower;

@@ -7,19 +7,22 @@
 use std::{
     io::Read,
     net::SocketAddr,
-    path::Path,
     process::{Command, Stdio},
     time::Duration,
 };
 
 use anyhow::{Context, Result, bail};
-use lab_kit::child::ChildGuard;
+use lab_kit::{child::ChildGuard, nginx::Nginx};
 use serde::Serialize;
 
 use crate::{
     checks::{Probe, watch},
     options,
 };
+
+/// Where a program is and which version it is: the kit's, shared with the
+/// server-timeouts lab's nginx.
+pub use lab_kit::nginx::{find, version_in, version_of};
 
 /// nginx's header timeout in the comparison. slowhttptest counts whole
 /// seconds, and its count of the same close varied by one (9 or 10 for a
@@ -42,15 +45,6 @@ pub struct Comparison {
     pub slowhttptest_version: String,
 }
 
-/// The path of `program` on PATH (or nginx's usual /usr/sbin), if any.
-pub fn find(program: &str) -> Option<std::path::PathBuf> {
-    let paths = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&paths)
-        .chain([std::path::PathBuf::from("/usr/sbin")])
-        .map(|dir| dir.join(program))
-        .find(|path| path.is_file())
-}
-
 /// `Some(reason)` when the comparison cannot run here.
 pub fn missing() -> Option<String> {
     let absent: Vec<&str> = ["nginx", "slowhttptest"]
@@ -58,68 +52,6 @@ pub fn missing() -> Option<String> {
         .filter(|program| find(program).is_none())
         .collect();
     (!absent.is_empty()).then(|| format!("{} not installed", absent.join(" and ")))
-}
-
-fn nginx_config(dir: &Path, port: u16) -> String {
-    let dir = dir.display();
-    format!(
-        "daemon off;\nmaster_process off;\npid {dir}/nginx.pid;\nerror_log {dir}/error.log;\n\
-         events {{ worker_connections 64; }}\n\
-         http {{\n  access_log off;\n  client_body_temp_path {dir};\n  proxy_temp_path {dir};\n  \
-         fastcgi_temp_path {dir};\n  uwsgi_temp_path {dir};\n  scgi_temp_path {dir};\n  \
-         client_header_timeout {HEADER_TIMEOUT_S}s;\n  \
-         server {{ listen 127.0.0.1:{port}; location / {{ return 200 \"ok\\n\"; }} }}\n}}\n"
-    )
-}
-
-/// The first version number (`1.22.1`, `v20.20.2` read as `20.20.2`) in a
-/// program's banner: `nginx version: nginx/1.22.1`, `node --version`,
-/// slowhttptest's usage line.
-pub fn version_in(banner: &str) -> Option<String> {
-    banner
-        .split(|c: char| c.is_whitespace() || c == '/' || c == ',')
-        .map(|word| word.strip_prefix('v').unwrap_or(word))
-        .find(|word| {
-            let parts: Vec<&str> = word.split('.').collect();
-            parts.len() >= 2
-                && parts
-                    .iter()
-                    .all(|part| !part.is_empty() && part.chars().all(|c| c.is_ascii_digit()))
-        })
-        .map(str::to_string)
-}
-
-/// The version `program args` prints (on either stream), read within 5 s;
-/// `"unknown"` where it is absent, fails or prints none. The reference data
-/// records it beside what was measured, so a page says which Node or nginx
-/// behaved so.
-pub async fn version_of(program: &str, args: &[&str]) -> String {
-    let Some(path) = find(program) else {
-        return "unknown".into();
-    };
-    let mut command = Command::new(path);
-    command
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let Ok(mut child) = ChildGuard::spawn_command(command) else {
-        return "unknown".into();
-    };
-    let (Some(mut stdout), Some(mut stderr)) = (child.take_stdout(), child.take_stderr()) else {
-        return "unknown".into();
-    };
-    let reading = std::thread::spawn(move || {
-        let mut text = String::new();
-        let _ = stdout.read_to_string(&mut text);
-        let _ = stderr.read_to_string(&mut text);
-        text
-    });
-    if !matches!(child.wait_for(Duration::from_secs(5)).await, Ok(Some(_))) {
-        return "unknown".into();
-    }
-    let banner = reading.join().unwrap_or_default();
-    version_in(&banner).unwrap_or_else(|| "unknown".into())
 }
 
 /// "Test ended on 10th second" in slowhttptest's report, colours and all.
@@ -134,29 +66,19 @@ pub async fn run() -> Result<Comparison> {
     if let Some(reason) = missing() {
         bail!("{reason}");
     }
-    let dir = tempfile::tempdir().context("creating a temporary directory for nginx")?;
     let port = lab_kit::net::closed_loopback_port()?;
-    let config = dir.path().join("nginx.conf");
-    std::fs::write(&config, nginx_config(dir.path(), port)).context("writing nginx.conf")?;
-    let nginx = find("nginx").context("nginx")?;
-    let prefix = dir.path().display().to_string();
-    let config_arg = config.display().to_string();
-    let _nginx = ChildGuard::spawn(&nginx, &["-c", &config_arg, "-p", &prefix], Stdio::null())?;
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
-    let mut listening = false;
-    for _ in 0..200 {
-        if tokio::net::TcpStream::connect(addr).await.is_ok() {
-            listening = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    if !listening {
-        bail!("nginx did not listen on {addr} within 2 s");
-    }
+    let nginx = Nginx::start(
+        &format!(
+            "  client_header_timeout {HEADER_TIMEOUT_S}s;\n  \
+             server {{ listen {addr}; location / {{ return 200 \"ok\\n\"; }} }}"
+        ),
+        &[addr],
+    )
+    .await?;
     let mut command = Command::new(find("slowhttptest").context("slowhttptest")?);
     command
-        .current_dir(dir.path())
+        .current_dir(nginx.dir())
         .args(["-c", "1", "-H", "-i", "2", "-r", "1", "-l"])
         .arg(LENGTH_S.to_string())
         .arg("-u")
@@ -197,7 +119,7 @@ pub async fn run() -> Result<Comparison> {
         .value
         .filter(|_| finding.grade == crate::Grade::Pass)
         .with_context(|| format!("the doctor's slow head: {}", finding.measured))?;
-    let nginx_version = version_of("nginx", &["-v"]).await;
+    let nginx_version = nginx.version.clone();
     Ok(Comparison {
         server: format!("nginx {nginx_version}, client_header_timeout {HEADER_TIMEOUT_S}s"),
         nginx_version,
@@ -221,19 +143,5 @@ mod tests {
         assert_eq!(ended_second(report), Some(6));
         assert_eq!(ended_second("Test ended on 21st second"), Some(21));
         assert_eq!(ended_second("no such line"), None);
-    }
-
-    #[test]
-    fn reads_a_version_from_each_banner() {
-        assert_eq!(
-            version_in("nginx version: nginx/1.22.1\n").as_deref(),
-            Some("1.22.1")
-        );
-        assert_eq!(version_in("v20.20.2\n").as_deref(), Some("20.20.2"));
-        assert_eq!(
-            version_in("slowhttptest, a tool to test for slow HTTP DoS vulnerabilities - version 1.8.2\nUsage: slowhttptest [options ...]").as_deref(),
-            Some("1.8.2")
-        );
-        assert_eq!(version_in("no number here, 12 or v.1"), None);
     }
 }

@@ -24,6 +24,8 @@ pub mod machine;
 pub mod manifest;
 #[cfg(feature = "runtime")]
 pub mod net;
+#[cfg(feature = "runtime")]
+pub mod nginx;
 pub mod process;
 pub mod procnet;
 pub mod record;

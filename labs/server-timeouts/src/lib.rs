@@ -7,15 +7,23 @@
 //! [`ServerTimeoutsConfig::time_scale`]. In full mode it also watches hyper's
 //! own default, unconfigured and uncompressed ([`real_time_default`]). The
 //! servers are in [`servers`], the raw-socket clients in [`stalled_client`].
+//!
+//! Beside it, two parts: [`descriptors`], a server process with a low limit
+//! on open files filled by slow clients (the server is [`fd_server`], this
+//! binary re-executed), and [`buffering`], a slow upload to `axum::serve`
+//! directly and through nginx with `proxy_request_buffering` on and off.
 
+pub mod buffering;
+pub mod descriptors;
+pub mod fd_server;
 pub mod server_defaults;
 pub mod servers;
 pub mod stalled_client;
 
-use std::time::Duration;
+use std::{path::PathBuf, time::Duration};
 
 use anyhow::{Context, Result};
-use lab_kit::{Meta, Mode, Output};
+use lab_kit::{Meta, Mode, Output, Series};
 use serde::{Deserialize, Serialize};
 
 pub use crate::{
@@ -71,6 +79,20 @@ pub struct ServerTimeoutsConfig {
     /// one row of the data checks the 30 s default itself, not a compressed
     /// copy of it.
     pub real_default_window_s: f64,
+    /// The descriptor part: the soft limit on open files its server sets.
+    pub descriptor_limit: u64,
+    /// Slow clients that arrive per production second until it is full.
+    pub slow_clients_per_s: f64,
+    /// How long the slow clients hold on once it is full, production
+    /// seconds (full mode: not a whole number of lab seconds, so the release
+    /// never meets axum's once-a-second retry head on).
+    pub descriptor_hold_s: f64,
+    /// The proxy part: how long the slow client takes to send its body.
+    pub slow_body_s: f64,
+    /// The lab binary, re-executed as the descriptor part's server (not part
+    /// of the meta record).
+    #[serde(skip_serializing, default = "descriptors::this_binary")]
+    pub fd_server_exe: PathBuf,
 }
 
 impl ServerTimeoutsConfig {
@@ -84,6 +106,11 @@ impl ServerTimeoutsConfig {
             handler_deadline_s: HARDENED.handler_deadline_s,
             window_s: HARDENED.window_s,
             real_default_window_s: mode.pick(0.0, 40.0),
+            descriptor_limit: 64,
+            slow_clients_per_s: 2.0,
+            descriptor_hold_s: mode.pick(110.0, 115.0),
+            slow_body_s: 20.0,
+            fd_server_exe: descriptors::this_binary(),
         }
     }
 
@@ -137,12 +164,24 @@ pub async fn run(mode: Mode, config: &ServerTimeoutsConfig, out: &mut Output) ->
         config.window_s
     );
     // Full mode: hyper's real default, uncompressed, watched while the
-    // compressed experiment runs (both only wait on timers).
-    let (compressed, real_time) =
-        tokio::join!(server_defaults(config, out), real_time_default(config));
+    // compressed experiment runs (all four only wait on timers and peers).
+    let (compressed, real_time, filled, proxied) = tokio::join!(
+        server_defaults(config, out),
+        real_time_default(config),
+        descriptors::descriptors(config),
+        buffering::buffering(config),
+    );
     compressed.context("measured server defaults")?;
     if let Some(row) = real_time.context("hyper's default idle timeout, in real time")? {
         out.summary_of("hyper-default-real-time/idle", &row)?;
+    }
+    let (limits, filled) = filled.context("servers out of file descriptors")?;
+    out.summary_of("descriptors/lab-process", &limits)?;
+    for (server, row) in filled {
+        out.summary_of(&server.series(), &row)?;
+    }
+    for (path, row) in proxied.context("a slow upload through a proxy")? {
+        out.summary_of(&path.series(), &row)?;
     }
     Ok(())
 }
@@ -153,6 +192,10 @@ pub async fn run(mode: Mode, config: &ServerTimeoutsConfig, out: &mut Output) ->
 /// took 8 to 24 s to compile; with it here, under half a second
 /// (ARCHITECTURE.md, "Timings and build profiles").
 pub fn main() -> std::process::ExitCode {
+    let arguments: Vec<String> = std::env::args().skip(1).collect();
+    if arguments.first().map(String::as_str) == Some(crate::fd_server::SUBCOMMAND) {
+        return crate::fd_server::fd_server_main(&arguments[1..]);
+    }
     lab_kit::cli::run_lab(
         include_str!("../Cargo.toml"),
         crate::ServerTimeoutsConfig::for_mode,

@@ -85,7 +85,8 @@ fn text(value: &Value) -> &str {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_quick_run_holds_what_the_chapter_says() {
-    let config = ServerTimeoutsConfig::for_mode(Mode::Quick);
+    let mut config = ServerTimeoutsConfig::for_mode(Mode::Quick);
+    config.fd_server_exe = env!("CARGO_BIN_EXE_lab-server-timeouts").into();
     let mut out = Output::collect();
     run(Mode::Quick, &config, &mut out).await.unwrap();
     let records = out.records();
@@ -136,4 +137,19 @@ async fn the_quick_run_holds_what_the_chapter_says() {
         .filter(|record| matches!(record, Record::Sample(_)))
         .count();
     assert_eq!(bars, 3 * 4);
+    // The descriptor part's rows, and the proxy part's direct path (the
+    // nginx paths only where nginx is installed).
+    for series in [
+        "descriptors/lab-process",
+        "descriptors/axum-serve",
+        "descriptors/hardened",
+        "buffering/direct",
+    ] {
+        assert!(
+            records
+                .iter()
+                .any(|record| matches!(record, Record::Summary(point) if point.series == series)),
+            "no summary {series}"
+        );
+    }
 }
