@@ -83,9 +83,12 @@ impl axum::serve::Listener for CountingListener {
                         HookedStream::new(stream, OpenConnection(Arc::clone(&self.stats)));
                     return (counted, peer);
                 }
-                // Out of file descriptors and similar: back off briefly, as
-                // axum's own listener does, rather than spin.
-                Err(_) => tokio::time::sleep(std::time::Duration::from_millis(5)).await,
+                // As axum's own listener does (the facts crate's
+                // `axum_accept` test measures it): a connection that failed
+                // before it was accepted is skipped at once; any other error
+                // (out of file descriptors) sleeps a second, rather than spin.
+                Err(error) if is_connection_error(&error) => continue,
+                Err(_) => tokio::time::sleep(std::time::Duration::from_secs(1)).await,
             }
         }
     }
@@ -93,6 +96,16 @@ impl axum::serve::Listener for CountingListener {
     fn local_addr(&self) -> io::Result<Self::Addr> {
         self.inner.local_addr()
     }
+}
+
+/// The accept errors that concern one connection, not the listener.
+fn is_connection_error(error: &io::Error) -> bool {
+    matches!(
+        error.kind(),
+        io::ErrorKind::ConnectionRefused
+            | io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::ConnectionReset
+    )
 }
 
 /// A server-side stream that counts itself out of the open connections
