@@ -14,6 +14,7 @@ mod hickory;
 mod hyper;
 mod hyper_util;
 mod kernel;
+mod pid_namespace;
 mod reqwest;
 mod tokio;
 mod tower;

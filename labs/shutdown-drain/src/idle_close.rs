@@ -29,7 +29,7 @@ use crate::{
 lab_kit::series! {
     /// What the server tells the balancer between SIGTERM and closing its
     /// idle connections (it keeps serving for the drain wait in every case).
-    pub enum IdleClose in "idle-close" {
+    pub enum BeforeClose in "idle-close" {
         /// Nothing: readiness stays 200, responses stay keep-alive.
         KeepAlive => "keep-alive",
         /// Every response says `Connection: close`; readiness stays 200.
@@ -41,14 +41,14 @@ lab_kit::series! {
     }
 }
 
-impl IdleClose {
+impl BeforeClose {
     /// (readiness 503 at SIGTERM, `Connection: close` while draining)
     pub fn signals(self) -> (bool, bool) {
         match self {
-            IdleClose::KeepAlive => (false, false),
-            IdleClose::ConnectionClose => (false, true),
-            IdleClose::ReadinessWait => (true, false),
-            IdleClose::ReadinessAndClose => (true, true),
+            BeforeClose::KeepAlive => (false, false),
+            BeforeClose::ConnectionClose => (false, true),
+            BeforeClose::ReadinessWait => (true, false),
+            BeforeClose::ReadinessAndClose => (true, true),
         }
     }
 }
@@ -84,7 +84,10 @@ pub struct IdleCloseSummary {
 }
 
 /// Runs one deploy of `case` through the link delay.
-pub async fn run_idle_close(case: IdleClose, config: &ShutdownConfig) -> Result<IdleCloseSummary> {
+pub async fn run_idle_close(
+    case: BeforeClose,
+    config: &ShutdownConfig,
+) -> Result<IdleCloseSummary> {
     let scratch = tempfile::tempdir().context("creating a temp dir")?;
     let files = ServerFiles::in_dir(scratch.path());
     let (readiness_503, connection_close) = case.signals();
@@ -189,7 +192,7 @@ struct Moments {
 }
 
 fn summarize(
-    case: IdleClose,
+    case: BeforeClose,
     config: &ShutdownConfig,
     samples: &[RequestSample],
     moments: Moments,
@@ -233,13 +236,13 @@ fn summarize(
     }
 }
 
-/// Every case at once (they wait on timers), in [`IdleClose::ALL`]'s order.
+/// Every case at once (they wait on timers), in [`BeforeClose::ALL`]'s order.
 pub async fn idle_close_race(
     config: &ShutdownConfig,
-) -> Result<Vec<(IdleClose, IdleCloseSummary)>> {
+) -> Result<Vec<(BeforeClose, IdleCloseSummary)>> {
     let config = config.clone();
     lab_kit::together::side_by_side(
-        IdleClose::ALL,
+        BeforeClose::ALL,
         |case| case.series(),
         move |case| {
             let config = config.clone();

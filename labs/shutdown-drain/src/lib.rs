@@ -40,7 +40,7 @@ use anyhow::{Context, Result, ensure};
 use lab_kit::{Meta, Mode, Output, Series, net::closed_loopback_port};
 
 use crate::{
-    idle_close::{IdleClose, idle_close_race},
+    idle_close::{BeforeClose, idle_close_race},
     pid_one::pid_one,
     probe_report::ShutdownProbeReport,
     server::ShutdownStyle,
@@ -74,7 +74,7 @@ pub async fn run(mode: Mode, config: &ShutdownConfig, out: &mut Output) -> Resul
     // through a link delay, and the server started as PID 1.
     eprintln!(
         "shutdown-drain: the idle-close race ({} deploys through a {} ms link) and PID 1",
-        IdleClose::ALL.len(),
+        BeforeClose::ALL.len(),
         config.race_link_delay_ms
     );
     let (race, starts) = tokio::join!(idle_close_race(config), pid_one(config));

@@ -10,12 +10,12 @@
 use lab_kit::{Mode, Series};
 use lab_shutdown_drain::{
     ShutdownConfig,
-    idle_close::{IdleClose, IdleCloseSummary, idle_close_race},
+    idle_close::{BeforeClose, IdleCloseSummary, idle_close_race},
 };
 
 use crate::deploys::ONE_AT_A_TIME;
 
-fn find(results: &[(IdleClose, IdleCloseSummary)], case: IdleClose) -> &IdleCloseSummary {
+fn find(results: &[(BeforeClose, IdleCloseSummary)], case: BeforeClose) -> &IdleCloseSummary {
     lab_kit::together::result_of(results, &case)
         .unwrap_or_else(|| panic!("no result for {}", case.series()))
 }
@@ -33,7 +33,7 @@ async fn a_pooled_connection_meets_the_close_unless_the_server_says_so_first() {
     // closed; each left within about one link delay of the close (before
     // it, still crossing the link when the close came; after it, before the
     // FIN had crossed back).
-    let keep_alive = find(&results, IdleClose::KeepAlive);
+    let keep_alive = find(&results, BeforeClose::KeepAlive);
     assert!(keep_alive.pooled_502 >= 1, "{keep_alive:#?}");
     let window = 3.0 * link + 30.0;
     assert!(
@@ -45,7 +45,7 @@ async fn a_pooled_connection_meets_the_close_unless_the_server_says_so_first() {
     // `Connection: close` on every response while draining: no connection
     // is left in the pool to race, but the balancer, never told, routes new
     // ones to a closed port.
-    let connection_close = find(&results, IdleClose::ConnectionClose);
+    let connection_close = find(&results, BeforeClose::ConnectionClose);
     assert_eq!(connection_close.pooled_502, 0, "{connection_close:#?}");
     assert!(
         connection_close.new_connection_502 >= 1,
@@ -53,7 +53,7 @@ async fn a_pooled_connection_meets_the_close_unless_the_server_says_so_first() {
     );
 
     // Readiness first and a wait: the balancer has left before the close.
-    for case in [IdleClose::ReadinessWait, IdleClose::ReadinessAndClose] {
+    for case in [BeforeClose::ReadinessWait, BeforeClose::ReadinessAndClose] {
         let summary = find(&results, case);
         assert_eq!(summary.failed, 0, "{}: {summary:#?}", case.series());
         assert!(
