@@ -55,7 +55,7 @@ fn sleeper(as_pid_one: bool) -> Sleeper {
     let mut command = Command::new("sleep");
     command.arg("30").stdin(Stdio::null());
     // SAFETY: between fork and exec only async-signal-safe calls: unshare,
-    // fork, write, waitpid, _exit.
+    // fork, write, close, waitpid, _exit.
     unsafe {
         command.pre_exec(move || {
             if libc::unshare(libc::CLONE_NEWPID) != 0
@@ -69,8 +69,13 @@ fn sleeper(as_pid_one: bool) -> Sleeper {
             }
             if pid > 0 {
                 // The parent in the old namespace: tell the test the pid,
-                // then end as the namespace's init ends.
+                // then end as the namespace's init ends. It never execs, so
+                // it closes every other descriptor first: std's spawn waits
+                // for its close-on-exec error pipe to close.
                 libc::write(write_fd, (&raw const pid).cast(), size_of::<i32>());
+                for fd in 3..1024 {
+                    libc::close(fd);
+                }
                 let mut status = 0;
                 libc::waitpid(pid, &mut status, 0);
                 let code = if libc::WIFSIGNALED(status) {
