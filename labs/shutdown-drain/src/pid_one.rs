@@ -81,15 +81,32 @@ pub struct PidOneSummary {
 }
 
 /// Whether this machine lets the lab start a PID namespace (asking the same
-/// helper the starts use); the kernel's reason on stderr when it does not.
-pub async fn namespaces_allowed(config: &ShutdownConfig) -> Result<bool> {
-    let mut helper = ChildGuard::spawn(&config.server_exe, &["__pid1", "true"], Stdio::null())
-        .context("starting the namespace helper")?;
+/// helper the starts use): `None` if it does, else the kernel's reason.
+pub async fn namespace_refused(config: &ShutdownConfig) -> Result<Option<String>> {
+    let mut command = std::process::Command::new(&config.server_exe);
+    command
+        .args(["__pid1", "true"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let mut helper = ChildGuard::spawn_command(command).context("starting the namespace helper")?;
     let ended = helper
         .wait_for(Duration::from_secs(5))
         .await?
         .context("the namespace helper did not end within 5 s")?;
-    Ok(ended.shell_code() != NAMESPACE_REFUSED)
+    if ended.shell_code() != NAMESPACE_REFUSED {
+        return Ok(None);
+    }
+    let mut reason = String::new();
+    if let Some(mut stderr) = helper.take_stderr() {
+        std::io::Read::read_to_string(&mut stderr, &mut reason).context("reading the helper")?;
+    }
+    Ok(Some(reason.trim().to_string()))
+}
+
+/// Whether this machine lets the lab start a PID namespace.
+pub async fn namespaces_allowed(config: &ShutdownConfig) -> Result<bool> {
+    Ok(namespace_refused(config).await?.is_none())
 }
 
 /// `'text'` for `sh -c`, with any `'` inside written as `'\''`.
@@ -252,10 +269,11 @@ fn group_alive(pgid: i32) -> bool {
 /// Every start the machine allows, side by side, in [`Start::ALL`]'s order;
 /// the namespace starts skipped with one line where the kernel refuses one.
 pub async fn pid_one(config: &ShutdownConfig) -> Result<Vec<(Start, PidOneSummary)>> {
-    let allowed = namespaces_allowed(config).await?;
-    if !allowed {
-        eprintln!("shutdown-drain: no PID namespace on this machine: PID 1 starts skipped");
+    let refused = namespace_refused(config).await?;
+    if let Some(reason) = &refused {
+        eprintln!("shutdown-drain: PID 1 starts skipped: {reason}");
     }
+    let allowed = refused.is_none();
     let starts = Start::ALL
         .into_iter()
         .filter(|start| allowed || !start.in_namespace());
