@@ -18,6 +18,7 @@ mod kernel;
 mod kernel_listen;
 mod ports;
 mod procfs;
+mod pid_namespace;
 mod reqwest;
 mod tokio;
 mod tower;

@@ -13,17 +13,22 @@
 //!
 //! A few headers make the lab's bookkeeping exact: on responses,
 //! `x-backend` (the index that served), `x-balancer-error` (why a 502 or 503
-//! came from the balancer itself) and `x-upstream-close` (the backend said
-//! `Connection: close`); on requests, `x-pin-backend` routes to one backend
+//! came from the balancer itself), `x-upstream-reused` (that 502's request
+//! went out on a pooled connection, opened before the request came) and
+//! `x-upstream-close` (the backend said `Connection: close`); on requests, `x-pin-backend` routes to one backend
 //! while it is ready (a sticky session).
 
 use std::{
+    collections::HashMap,
     convert::Infallible,
+    future::Future,
     net::SocketAddr,
+    pin::Pin,
     sync::{
         Arc, Mutex,
         atomic::{AtomicBool, AtomicUsize, Ordering},
     },
+    task::{Context as TaskContext, Poll},
     time::Duration,
 };
 
@@ -33,10 +38,16 @@ use http::{HeaderValue, Request, Response, StatusCode, header};
 use http_body_util::{BodyExt, Empty, Full, combinators::BoxBody};
 use hyper::{body::Incoming, service::service_fn};
 use hyper_util::{
-    client::legacy::{Client, connect::HttpConnector},
+    client::legacy::{
+        Client,
+        connect::{HttpConnector, HttpInfo},
+    },
     rt::{TokioExecutor, TokioIo},
 };
-use tokio::{net::TcpListener, task::JoinSet};
+use tokio::{
+    net::{TcpListener, TcpStream},
+    task::JoinSet,
+};
 
 use lab_kit::{clock::monotonic_ms, net::bind_loopback};
 
@@ -46,6 +57,9 @@ pub const PIN_HEADER: &str = "x-pin-backend";
 pub const BACKEND_HEADER: &str = "x-backend";
 /// Response header: the backend's response said `Connection: close`.
 pub const UPSTREAM_CLOSE_HEADER: &str = "x-upstream-close";
+/// Response header on a 502: the request went out on a connection the pool
+/// reused (opened before the request arrived), not on a new one.
+pub const UPSTREAM_REUSED_HEADER: &str = "x-upstream-reused";
 /// Response header on the balancer's own 502 and 503: `refused`, `reset`,
 /// `no-backend`.
 pub const ERROR_HEADER: &str = "x-balancer-error";
@@ -82,8 +96,56 @@ struct Backend {
 struct Shared {
     backends: Vec<Backend>,
     next: AtomicUsize,
-    client: Client<HttpConnector, Incoming>,
+    client: Client<NotingConnector, Incoming>,
+    /// When each upstream connection was opened, by its local address
+    /// (CLOCK_MONOTONIC ms), so a failed request can tell a pooled
+    /// connection from a new one.
+    opened: OpenedAt,
     transitions: Mutex<Vec<Transition>>,
+}
+
+type OpenedAt = Arc<Mutex<HashMap<SocketAddr, f64>>>;
+
+/// hyper-util's `HttpConnector`, noting when each connection opened. A local
+/// address names one connection at a time: a port the kernel hands out again
+/// overwrites the entry of the connection that had it.
+#[derive(Clone)]
+struct NotingConnector {
+    inner: HttpConnector,
+    opened: OpenedAt,
+}
+
+impl tower_service::Service<http::Uri> for NotingConnector {
+    type Response = TokioIo<TcpStream>;
+    type Error = Box<dyn std::error::Error + Send + Sync>;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut TaskContext<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, uri: http::Uri) -> Self::Future {
+        let connecting = self.inner.call(uri);
+        let opened = Arc::clone(&self.opened);
+        Box::pin(async move {
+            let stream = connecting.await?;
+            if let Ok(local) = stream.inner().local_addr() {
+                opened
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner())
+                    .insert(local, monotonic_ms());
+            }
+            Ok(stream)
+        })
+    }
+}
+
+fn pooling_client(opened: &OpenedAt) -> Client<NotingConnector, Incoming> {
+    let connector = NotingConnector {
+        inner: HttpConnector::new(),
+        opened: Arc::clone(opened),
+    };
+    Client::builder(TokioExecutor::new()).build(connector)
 }
 
 type ProxyBody = BoxBody<Bytes, hyper::Error>;
@@ -110,6 +172,7 @@ impl ReadinessBalancer {
         let addr = listener
             .local_addr()
             .context("reading the balancer's address")?;
+        let opened = OpenedAt::default();
         let shared = Arc::new(Shared {
             backends: backends
                 .iter()
@@ -120,7 +183,8 @@ impl ReadinessBalancer {
                 .collect(),
             next: AtomicUsize::new(0),
             // The pool toward the backends: keep-alive, as every balancer has.
-            client: Client::builder(TokioExecutor::new()).build_http(),
+            client: pooling_client(&opened),
+            opened,
             transitions: Mutex::new(Vec::new()),
         });
         let mut tasks = JoinSet::new();
@@ -295,6 +359,7 @@ async fn proxy(
     *request.uri_mut() = uri;
     request.headers_mut().remove(PIN_HEADER);
     request.headers_mut().remove(header::CONNECTION);
+    let started = monotonic_ms();
     match shared.client.request(request).await {
         Ok(response) => {
             let (mut parts, body) = response.into_parts();
@@ -319,8 +384,39 @@ async fn proxy(
             // hyper abort the client connection: the client sees a reset.
             Ok(Response::from_parts(parts, body.boxed()))
         }
-        Err(error) => Ok(own_error(StatusCode::BAD_GATEWAY, classify(&error))),
+        Err(error) => {
+            let mut response = own_error(StatusCode::BAD_GATEWAY, classify(&error));
+            if opened_before(&shared.opened, &error, started) {
+                response
+                    .headers_mut()
+                    .insert(UPSTREAM_REUSED_HEADER, HeaderValue::from_static("1"));
+            }
+            Ok(response)
+        }
     }
+}
+
+/// The failed request went out on a connection opened before it started:
+/// one the pool had kept and handed out again.
+fn opened_before(
+    opened: &OpenedAt,
+    error: &hyper_util::client::legacy::Error,
+    started: f64,
+) -> bool {
+    let Some(connected) = error.connect_info() else {
+        // Failed before a connection was chosen (a refused connect).
+        return false;
+    };
+    let mut extras = http::Extensions::new();
+    connected.get_extras(&mut extras);
+    let Some(local) = extras.get::<HttpInfo>().map(HttpInfo::local_addr) else {
+        return false;
+    };
+    opened
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .get(&local)
+        .is_some_and(|&opened_at| opened_at < started)
 }
 
 #[cfg(test)]
@@ -337,7 +433,8 @@ mod tests {
                 })
                 .collect(),
             next: AtomicUsize::new(0),
-            client: Client::builder(TokioExecutor::new()).build_http(),
+            client: pooling_client(&OpenedAt::default()),
+            opened: OpenedAt::default(),
             transitions: Mutex::new(Vec::new()),
         }
     }

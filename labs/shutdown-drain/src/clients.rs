@@ -8,7 +8,9 @@ use lab_kit::clock::monotonic_ms;
 use serde::Serialize;
 use tokio::{sync::watch, task::JoinSet};
 
-use crate::balancer::{BACKEND_HEADER, ERROR_HEADER, PIN_HEADER, UPSTREAM_CLOSE_HEADER};
+use crate::balancer::{
+    BACKEND_HEADER, ERROR_HEADER, PIN_HEADER, UPSTREAM_CLOSE_HEADER, UPSTREAM_REUSED_HEADER,
+};
 
 /// How one request ended, as the client saw it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,6 +84,10 @@ pub struct RequestSample {
     pub outcome: &'static str,
     /// The server's response said `Connection: close` (passed on by the balancer).
     pub upstream_close: bool,
+    /// A 502 whose request the balancer sent on a pooled connection (one
+    /// opened before the request came), not on a new one.
+    #[serde(skip)]
+    pub on_pooled_connection: bool,
     #[serde(skip)]
     pub acknowledged_id: Option<u64>,
     #[serde(skip)]
@@ -103,6 +109,7 @@ fn request_sample(
         backend: answer.backend,
         outcome: result.name(),
         upstream_close: answer.upstream_close,
+        on_pooled_connection: answer.pooled,
         acknowledged_id: acknowledged_id.filter(|_| result == Outcome::Ok),
         result,
     }
@@ -116,6 +123,8 @@ struct Answer {
     backend: i64,
     /// The backend's response carried `Connection: close`.
     upstream_close: bool,
+    /// The balancer's 502 came from a pooled upstream connection.
+    pooled: bool,
 }
 
 impl Answer {
@@ -124,6 +133,7 @@ impl Answer {
             outcome,
             backend: -1,
             upstream_close: false,
+            pooled: false,
         }
     }
 }
@@ -146,6 +156,7 @@ async fn classify(sent: reqwest::Result<reqwest::Response>) -> Answer {
     };
     let backend = backend_of(&response);
     let upstream_close = response.headers().contains_key(UPSTREAM_CLOSE_HEADER);
+    let pooled = response.headers().contains_key(UPSTREAM_REUSED_HEADER);
     let balancer_said = response
         .headers()
         .get(ERROR_HEADER)
@@ -167,6 +178,7 @@ async fn classify(sent: reqwest::Result<reqwest::Response>) -> Answer {
         outcome,
         backend,
         upstream_close,
+        pooled,
     }
 }
 // ANCHOR_END: classify
@@ -263,6 +275,7 @@ pub async fn stream_client(
         outcome: result,
         backend,
         upstream_close: false,
+        pooled: false,
     };
     request_sample("stream", start, answer, None)
 }

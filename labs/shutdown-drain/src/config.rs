@@ -72,6 +72,12 @@ pub struct ShutdownConfig {
     pub blocking_reports: usize,
     pub report_within_grace_ms: u64,
     pub report_past_grace_ms: u64,
+    /// The idle-close race at deploy time: the keep-alive lab's link-delay
+    /// shim between the balancer and the server, one way, lab ms; and the
+    /// steady traffic's interval in that part (faster than the deploys', so
+    /// the race's window of two link delays holds several requests).
+    pub race_link_delay_ms: u64,
+    pub race_traffic_interval_ms: u64,
     /// The lab binary, run as `__server` (not part of the meta record; after
     /// `--set`, this binary).
     #[serde(skip_serializing, default = "server_exe")]
@@ -104,6 +110,14 @@ impl ShutdownConfig {
             blocking_reports: 2,
             report_within_grace_ms: scaled(production::REPORT_WITHIN_GRACE_MS),
             report_past_grace_ms: scaled(production::REPORT_PAST_GRACE_MS),
+            // Larger than life (a datacenter's round trip is under a
+            // millisecond), as in the keep-alive lab: the window is two link
+            // delays, here 60 ms of lab time, which at one request every 4 ms
+            // (half of them to the server) holds about 7 requests per
+            // deploy, and stays well below the readiness period (the polls
+            // cross the link too) and the drain wait.
+            race_link_delay_ms: 30,
+            race_traffic_interval_ms: 4,
             server_exe: server_exe(),
         }
     }

@@ -83,15 +83,15 @@ pub async fn run_deploy(case: DeployCase, config: &ShutdownConfig) -> Result<Dep
 }
 
 /// Where the server child keeps its database, port and event log.
-struct ServerFiles {
-    db: PathBuf,
-    port: PathBuf,
-    events: PathBuf,
-    peer_db: PathBuf,
+pub(crate) struct ServerFiles {
+    pub(crate) db: PathBuf,
+    pub(crate) port: PathBuf,
+    pub(crate) events: PathBuf,
+    pub(crate) peer_db: PathBuf,
 }
 
 impl ServerFiles {
-    fn in_dir(dir: &Path) -> ServerFiles {
+    pub(crate) fn in_dir(dir: &Path) -> ServerFiles {
         ServerFiles {
             db: dir.join("server.db"),
             port: dir.join("port"),
@@ -157,7 +157,11 @@ impl Backends {
 }
 
 /// Waits for the server to write its port, or to die trying.
-async fn wait_for_port_file(path: &Path, child: &mut ChildGuard, limit: Duration) -> Result<u16> {
+pub(crate) async fn wait_for_port_file(
+    path: &Path,
+    child: &mut ChildGuard,
+    limit: Duration,
+) -> Result<u16> {
     let deadline = tokio::time::Instant::now() + limit;
     loop {
         if let Ok(text) = std::fs::read_to_string(path) {
@@ -274,7 +278,7 @@ pub struct ProcessEnding {
 // ANCHOR: orchestrator
 /// What the orchestrator does: SIGTERM to the process, then wait out the
 /// grace period, then SIGKILL.
-async fn orchestrate(child: &mut ChildGuard, grace: Duration) -> Result<ProcessEnding> {
+pub(crate) async fn orchestrate(child: &mut ChildGuard, grace: Duration) -> Result<ProcessEnding> {
     child.signal(libc::SIGTERM)?;
     let sigterm_at = monotonic_ms();
     let (ended, killed_by_orchestrator) = match child.wait_for(grace).await? {

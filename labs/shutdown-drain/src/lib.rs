@@ -9,8 +9,10 @@
 //! grace period, SIGKILL ([`deploy`]). Every request is timed and classified;
 //! the server logs its own shutdown steps on the same clock ([`events`]);
 //! afterwards the lab opens the server's SQLite file and checks that every
-//! write it acknowledged is there ([`timeline`]). Last, the [`probe`] that
-//! readers point at their own servers runs on the lab's own.
+//! write it acknowledged is there ([`timeline`]). Then the same deploy
+//! through a link delay, where a pooled connection can meet the server's
+//! close ([`idle_close`]). Last, the [`probe`] that readers point at their
+//! own servers runs on the lab's own.
 
 pub mod app;
 pub mod balancer;
@@ -18,6 +20,9 @@ pub mod clients;
 pub mod config;
 pub mod deploy;
 pub mod events;
+pub mod idle_close;
+pub mod init;
+pub mod pid_one;
 pub mod probe;
 pub mod probe_report;
 pub mod server;
@@ -34,7 +39,12 @@ pub use timeline::{Deploy, DeploySummary, write_deploy};
 use anyhow::{Context, Result, ensure};
 use lab_kit::{Meta, Mode, Output, Series, net::closed_loopback_port};
 
-use crate::{probe_report::ShutdownProbeReport, server::ShutdownStyle};
+use crate::{
+    idle_close::{BeforeClose, idle_close_race},
+    pid_one::pid_one,
+    probe_report::ShutdownProbeReport,
+    server::ShutdownStyle,
+};
 
 /// The whole lab: every deploy as timeline samples and a summary, then the
 /// probe on the lab's own server, with and without a SIGTERM handler.
@@ -59,6 +69,38 @@ pub async fn run(mode: Mode, config: &ShutdownConfig, out: &mut Output) -> Resul
             deploy.summary.exit,
             deploy.summary.time_to_exit_ms
         );
+    }
+    // Two parts that wait on timers, side by side: the idle-close race
+    // through a link delay, and the server started as PID 1.
+    eprintln!(
+        "shutdown-drain: the idle-close race ({} deploys through a {} ms link) and PID 1",
+        BeforeClose::ALL.len(),
+        config.race_link_delay_ms
+    );
+    let (race, starts) = tokio::join!(idle_close_race(config), pid_one(config));
+    for (case, summary) in race.context("the idle-close race")? {
+        eprintln!(
+            "shutdown-drain: {}: {} 502s on pooled connections, {} on new ones, of {} requests",
+            case.series(),
+            summary.pooled_502,
+            summary.new_connection_502,
+            summary.requests
+        );
+        out.summary_of(&case.series(), &summary)?;
+    }
+    for (start, summary) in starts.context("PID 1 and signals")? {
+        eprintln!(
+            "shutdown-drain: {}: the server {} SIGTERM; exit {} after {:.0} ms",
+            start.series(),
+            if summary.server_got_sigterm {
+                "got"
+            } else {
+                "never got"
+            },
+            summary.exit_code,
+            summary.time_to_exit_ms
+        );
+        out.summary_of(&start.series(), &summary)?;
     }
     let slow = AtSigterm {
         path: "/slow".into(),
@@ -161,6 +203,10 @@ pub fn main() -> std::process::ExitCode {
     match args.first().map(String::as_str) {
         // 0 clean, 1 a problem found, 2 could not probe (one error line).
         Some("probe") => ExitCode::from(crate::probe::probe_main(&args[1..])),
+        // Before any runtime: the namespace helper and the init are single
+        // threaded, as `unshare(CLONE_NEWUSER)` and `sigwaitinfo` need.
+        Some("__pid1") => helper_exit(crate::init::pid1_main(&args[1..])),
+        Some("__init") => helper_exit(crate::init::init_main(&args[1..])),
         Some("__server") => match crate::server::server_main(&args[1..]) {
             // `process::exit`, not a return: a server that hit its deadline
             // must not wait for the tasks it gave up on.
@@ -175,5 +221,16 @@ pub fn main() -> std::process::ExitCode {
             crate::ShutdownConfig::for_mode,
             |mode, config, mut out| async move { crate::run(mode, &config, &mut out).await },
         ),
+    }
+}
+
+/// Exits with a helper's code, or prints its error in one line and exits 2.
+fn helper_exit(result: Result<i32>) -> std::process::ExitCode {
+    match result {
+        Ok(code) => std::process::ExitCode::from(u8::try_from(code).unwrap_or(2)),
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            std::process::ExitCode::from(2)
+        }
     }
 }

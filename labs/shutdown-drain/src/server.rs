@@ -64,6 +64,11 @@ pub struct ServerConfig {
     pub hard_deadline: Duration,
     /// How long `/slow` works unless `?ms=` says otherwise.
     pub slow: Duration,
+    /// The full sequence's two signals at SIGTERM, both on unless a flag
+    /// turns one off (the lab's idle-close race compares them): readiness
+    /// 503, and `Connection: close` on every response while draining.
+    pub drain_readiness: bool,
+    pub drain_connection_close: bool,
     /// The interval between events on `/events`.
     pub stream_tick: Duration,
     pub db: PathBuf,
@@ -100,6 +105,8 @@ pub async fn serve(config: ServerConfig) -> Result<i32> {
         std::fs::rename(&temporary, port_file).context("renaming the port file")?;
     }
     events.log_value("listening", f64::from(port));
+    // As this process sees itself: 1 when it is PID 1 of a PID namespace.
+    events.log_value("pid", f64::from(std::process::id()));
     eprintln!(
         "server: {} listening on 127.0.0.1:{port}",
         config.style.name()
@@ -184,9 +191,14 @@ async fn full_sequence(
     events.log("sigterm");
 
     // 1. Readiness first: the balancer's next poll sees 503 and stops routing
-    //    here. Responses from now on carry `Connection: close`.
-    state.ready.store(false, Ordering::SeqCst);
-    state.draining.store(true, Ordering::SeqCst);
+    //    here. Responses from now on carry `Connection: close`. (Both are on
+    //    unless the lab's idle-close race turns one off.)
+    if config.drain_readiness {
+        state.ready.store(false, Ordering::SeqCst);
+    }
+    if config.drain_connection_close {
+        state.draining.store(true, Ordering::SeqCst);
+    }
     events.log("not_ready");
 
     // 2. Keep serving while the balancer notices: requests it already routed
@@ -244,6 +256,8 @@ pub async fn spawn_peer(db: &Path, stream_tick: Duration) -> Result<(SocketAddr,
         drain_wait: Duration::ZERO,
         hard_deadline: Duration::ZERO,
         slow: Duration::from_millis(100),
+        drain_readiness: true,
+        drain_connection_close: true,
         stream_tick,
         db: db.to_path_buf(),
         port: 0,
@@ -265,7 +279,8 @@ pub async fn spawn_peer(db: &Path, stream_tick: Duration) -> Result<(SocketAddr,
 
 /// `lab-shutdown-drain __server --style S --db PATH [--port P]
 /// [--port-file PATH] [--events PATH] [--drain-wait-ms N] [--deadline-ms N]
-/// [--slow-ms N] [--tick-ms N]`: the child process. Exits with the code the
+/// [--slow-ms N] [--tick-ms N] [--drain-readiness yes|no]
+/// [--drain-connection-close yes|no]`: the child process. Exits with the code the
 /// style chose (or by the signal, for `exit-at-once`).
 pub fn server_main(args: &[String]) -> Result<i32> {
     let config = parse_server_args(args)?;
@@ -288,6 +303,8 @@ fn parse_server_args(args: &[String]) -> Result<ServerConfig> {
         drain_wait: Duration::from_millis(400),
         hard_deadline: Duration::from_millis(1000),
         slow: Duration::from_millis(800),
+        drain_readiness: true,
+        drain_connection_close: true,
         stream_tick: Duration::from_millis(50),
         db: PathBuf::new(),
         port: 0,
@@ -306,6 +323,10 @@ fn parse_server_args(args: &[String]) -> Result<ServerConfig> {
             "--deadline-ms" => config.hard_deadline = flag.millis()?,
             "--slow-ms" => config.slow = flag.millis()?,
             "--tick-ms" => config.stream_tick = flag.millis()?,
+            "--drain-readiness" => config.drain_readiness = yes_or_no(flag.value)?,
+            "--drain-connection-close" => {
+                config.drain_connection_close = yes_or_no(flag.value)?;
+            }
             _ => return Err(flag.unknown()),
         }
     }
@@ -313,6 +334,14 @@ fn parse_server_args(args: &[String]) -> Result<ServerConfig> {
         bail!("--db PATH is required");
     }
     Ok(config)
+}
+
+fn yes_or_no(text: &str) -> Result<bool> {
+    match text {
+        "yes" => Ok(true),
+        "no" => Ok(false),
+        other => bail!("expected yes or no, not {other:?}"),
+    }
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@ use lab_shutdown_drain::{DeployCase, ShutdownConfig, child::pid_exists, run_depl
 
 /// An async mutex: each test has its own runtime, and the guard is held
 /// across the whole deploy.
-static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+pub(crate) static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 fn config() -> ShutdownConfig {
     let mut config = ShutdownConfig::for_mode(Mode::Quick);

@@ -4,5 +4,7 @@
 
 mod blocked;
 mod deploys;
+mod idle_close;
+mod pid_one;
 mod probe;
 mod quick_run;
