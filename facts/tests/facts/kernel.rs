@@ -145,3 +145,47 @@ async fn closing_with_unread_data_sends_a_reset_not_a_fin() {
     })
     .await;
 }
+
+#[test]
+fn a_child_keeps_the_signals_its_parent_blocked_across_spawn_and_exec() {
+    // In a thread of its own: the mask is per thread, and the child is
+    // forked from the thread that spawns it.
+    let blocked = std::thread::spawn(|| {
+        // SAFETY: an all-zero sigset_t is valid storage for sigemptyset to
+        // initialise; pthread_sigmask changes this thread's mask only.
+        let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
+        unsafe {
+            libc::sigemptyset(&mut set);
+            libc::sigaddset(&mut set, libc::SIGTERM);
+            assert_eq!(
+                libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()),
+                0
+            );
+        }
+        let mut child = std::process::Command::new("sleep")
+            .arg("10")
+            .spawn()
+            .expect("starting sleep");
+        // Wait for the exec: /proc/<pid>/comm names the program.
+        let comm = format!("/proc/{}/comm", child.id());
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while std::fs::read_to_string(&comm).unwrap_or_default().trim() != "sleep" {
+            assert!(std::time::Instant::now() < deadline, "sleep never ran");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let status = std::fs::read_to_string(format!("/proc/{}/status", child.id()))
+            .expect("reading the child's status");
+        child.kill().expect("killing sleep");
+        child.wait().expect("reaping sleep");
+        let mask = status
+            .lines()
+            .find_map(|line| line.strip_prefix("SigBlk:"))
+            .expect("a SigBlk line")
+            .trim()
+            .to_string();
+        u64::from_str_radix(&mask, 16).expect("a hex mask")
+    })
+    .join()
+    .expect("the spawning thread");
+    assert_eq!(blocked, 1 << (libc::SIGTERM - 1), "SigBlk {blocked:x}");
+}
