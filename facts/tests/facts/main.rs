@@ -14,6 +14,7 @@ mod axum_accept;
 mod hickory;
 mod hyper;
 mod hyper_util;
+mod hyper_util_retry;
 mod kernel;
 mod kernel_listen;
 mod pid_namespace;
