@@ -4,56 +4,31 @@
 //! narrows the range of its own sockets (`IP_LOCAL_PORT_RANGE`, Linux 6.3+),
 //! so it changes no machine setting and needs no root.
 
-use std::{net::SocketAddr, os::fd::AsRawFd, time::Duration};
+use std::{net::SocketAddr, time::Duration};
 
 use lab_facts::bounded;
-use lab_kit::net::bind_loopback;
+use lab_kit::{net::bind_loopback, ports::connect_in_window};
 use tokio::{
     io::AsyncReadExt,
-    net::{TcpListener, TcpSocket, TcpStream},
+    net::{TcpListener, TcpStream},
     time::Instant,
 };
 
-/// From Linux's `include/uapi/linux/in.h`.
-const IP_LOCAL_PORT_RANGE: libc::c_int = 51;
-
-/// A window of `size` ports inside the machine's ephemeral range, placed by
-/// the clock so two runs at once rarely share one.
+/// A window of `size` ports inside the machine's ephemeral range.
 fn window(size: u32) -> (u32, u32) {
-    let text = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
-        .expect("reading ip_local_port_range");
-    let mut numbers = text
-        .split_whitespace()
-        .map(|n| n.parse::<u32>().expect("a port"));
-    let (low, high) = (numbers.next().expect("low"), numbers.next().expect("high"));
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("after 1970")
-        .subsec_nanos();
-    let start = low + (nanos ^ std::process::id()) % (high - low + 2 - size);
-    (start, start + size - 1)
+    lab_kit::ports::window(size).expect("a port window")
 }
 
-async fn connect_in(addr: SocketAddr, (low, high): (u32, u32)) -> std::io::Result<TcpStream> {
-    let socket = TcpSocket::new_v4()?;
-    let range = low | (high << 16);
-    // SAFETY: a u32 option value on a socket this function owns.
-    let status = unsafe {
-        libc::setsockopt(
-            socket.as_raw_fd(),
-            libc::IPPROTO_IP,
-            IP_LOCAL_PORT_RANGE,
-            (&range as *const u32).cast(),
-            size_of::<u32>() as libc::socklen_t,
-        )
-    };
-    assert_eq!(
-        status,
-        0,
-        "IP_LOCAL_PORT_RANGE: {}",
-        std::io::Error::last_os_error()
-    );
-    socket.connect(addr).await
+/// A socket limited to `window`, connected to `addr`; a kernel that refuses
+/// the port range fails the test by name.
+async fn connect_in(addr: SocketAddr, window: (u32, u32)) -> std::io::Result<TcpStream> {
+    connect_in_window(addr, window).await.inspect_err(|error| {
+        assert_ne!(
+            error.raw_os_error(),
+            Some(libc::ENOPROTOOPT),
+            "IP_LOCAL_PORT_RANGE: {error}"
+        );
+    })
 }
 
 /// The client closes first, the server reads the end and closes: the client's

@@ -11,8 +11,6 @@
 //! lets a port in `TIME_WAIT` be used again.
 
 use std::{
-    net::SocketAddr,
-    os::fd::AsRawFd,
     sync::{
         Arc,
         atomic::{AtomicUsize, Ordering},
@@ -20,20 +18,18 @@ use std::{
     time::{Duration, Instant},
 };
 
-use anyhow::{Context, Result, anyhow};
+use anyhow::{Context, Result};
 use axum::{Router, routing::get};
 use lab_kit::{
-    procnet::{TcpState, count_toward},
+    ports::{connect_in_window, ephemeral_range, window},
+    procnet::{TcpState, count_toward, tcp_sockets},
     server::{RunningServer, spawn_axum},
 };
 use serde::Serialize;
-use tokio::net::{TcpSocket, TcpStream};
+use tokio::net::TcpStream;
 
 use crate::tls::{get as get_once, handshake};
 
-/// `IP_LOCAL_PORT_RANGE` from Linux's `include/uapi/linux/in.h` (6.3+); the
-/// libc crate does not name it yet.
-const IP_LOCAL_PORT_RANGE: libc::c_int = 51;
 /// How long part two waits for the kernel to hand out a `TIME_WAIT` port again.
 const REUSE_BOUND: Duration = Duration::from_secs(3);
 /// The series names of the two parts.
@@ -90,40 +86,16 @@ fn sysctl(path: &str) -> Result<String> {
         .with_context(|| format!("reading {path}"))
 }
 
-/// The machine's ephemeral range, inclusive.
-pub fn port_range() -> Result<(u32, u32)> {
-    let text = sysctl("/proc/sys/net/ipv4/ip_local_port_range")?;
-    let mut numbers = text.split_whitespace().map(str::parse::<u32>);
-    match (numbers.next(), numbers.next()) {
-        (Some(Ok(low)), Some(Ok(high))) if low <= high => Ok((low, high)),
-        _ => Err(anyhow!("ip_local_port_range reads {text:?}")),
-    }
-}
-
 /// Seconds left on the timers of client sockets in `TIME_WAIT` toward
-/// `server_port` (the `tm->when` column, in clock ticks).
+/// `server_port`.
 fn time_wait_timers(server_port: u16) -> Result<Vec<f64>> {
     // SAFETY: sysconf has no preconditions.
     let ticks_per_s = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
-    let mut left = Vec::new();
-    for path in ["/proc/net/tcp", "/proc/net/tcp6"] {
-        let Ok(table) = std::fs::read_to_string(path) else {
-            continue;
-        };
-        for line in table.lines().skip(1) {
-            let columns: Vec<&str> = line.split_whitespace().collect();
-            let remote_port = columns.get(2).and_then(|remote| remote.rsplit(':').next());
-            let is_ours = remote_port.and_then(|hex| u16::from_str_radix(hex, 16).ok())
-                == Some(server_port)
-                && columns.get(3) == Some(&"06");
-            let when = columns.get(5).and_then(|timer| timer.split_once(':'));
-            if let (true, Some((_, when))) = (is_ours, when) {
-                let ticks = u64::from_str_radix(when, 16).context("timer ticks")?;
-                left.push(ticks as f64 / ticks_per_s);
-            }
-        }
-    }
-    Ok(left)
+    Ok(tcp_sockets()?
+        .iter()
+        .filter(|row| row.remote_port == server_port && row.state == TcpState::TimeWait as u8)
+        .map(|row| row.timer_ticks as f64 / ticks_per_s)
+        .collect())
 }
 
 async fn small_server() -> Result<RunningServer> {
@@ -176,7 +148,7 @@ pub async fn time_wait(requests: usize, in_flight: usize) -> Result<TimeWaitSumm
         time_wait_left_s > 0.0,
         "no TIME_WAIT timer toward port {port}"
     );
-    let (low, high) = port_range()?;
+    let (low, high) = ephemeral_range()?;
     let ports = high - low + 1;
     let connections_per_s = connections as f64 / wall.as_secs_f64();
     Ok(TimeWaitSummary {
@@ -193,51 +165,6 @@ pub async fn time_wait(requests: usize, in_flight: usize) -> Result<TimeWaitSumm
         ceiling_per_s: ports as f64 / time_wait_left_s,
         seconds_to_exhaust: ports as f64 / connections_per_s,
     })
-}
-
-// ANCHOR: window
-/// A socket that may only take a local port in `low..=high`, connected to
-/// `addr`. The option is per socket: nothing on the machine changes.
-pub async fn connect_in_window(
-    addr: SocketAddr,
-    (low, high): (u32, u32),
-) -> std::io::Result<TcpStream> {
-    let socket = TcpSocket::new_v4()?;
-    let range: u32 = low | (high << 16);
-    // SAFETY: a u32 option value on a socket this function owns.
-    let status = unsafe {
-        libc::setsockopt(
-            socket.as_raw_fd(),
-            libc::IPPROTO_IP,
-            IP_LOCAL_PORT_RANGE,
-            (&range as *const u32).cast(),
-            size_of::<u32>() as libc::socklen_t,
-        )
-    };
-    if status != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // Every port of the window held toward this address (open or in
-    // TIME_WAIT): connect fails with EADDRNOTAVAIL, os error 99.
-    socket.connect(addr).await
-}
-// ANCHOR_END: window
-
-/// A window of `size` ports inside the machine's range, at a place that
-/// differs from run to run, so two runs at once rarely share ports.
-fn window(size: u32) -> Result<(u32, u32)> {
-    let (low, high) = port_range()?;
-    anyhow::ensure!(
-        size >= 1 && size <= high - low + 1,
-        "port_window {size} does not fit"
-    );
-    let spread = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|now| now.subsec_nanos())
-        .unwrap_or_default()
-        ^ std::process::id();
-    let start = low + spread % (high - low + 2 - size);
-    Ok((start, start + size - 1))
 }
 
 /// Part two. `None` when this kernel has no per-socket port range (one line

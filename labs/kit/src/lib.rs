@@ -26,6 +26,8 @@ pub mod manifest;
 pub mod net;
 #[cfg(feature = "runtime")]
 pub mod nginx;
+#[cfg(feature = "runtime")]
+pub mod ports;
 pub mod process;
 pub mod procnet;
 pub mod record;

@@ -18,12 +18,15 @@ pub enum TcpState {
     Listen = 0x0A,
 }
 
-/// One row of the socket table: local and remote port and the state number.
+/// One row of the socket table: local and remote port, the state number, and
+/// the clock ticks left on its timer (the `when` of `tr:tm->when`; a
+/// `TIME_WAIT` socket's time to live).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SocketRow {
     pub local_port: u16,
     pub remote_port: u16,
     pub state: u8,
+    pub timer_ticks: u64,
 }
 
 /// Every TCP socket of this network namespace, IPv4 and IPv6.
@@ -60,6 +63,12 @@ pub fn parse_table(text: &str) -> Result<Vec<SocketRow>> {
             remote_port: port(columns[2])?,
             state: u8::from_str_radix(columns[3], 16)
                 .with_context(|| format!("bad state {:?}", columns[3]))?,
+            timer_ticks: match columns.get(5).and_then(|timer| timer.split_once(':')) {
+                Some((_, when)) => {
+                    u64::from_str_radix(when, 16).with_context(|| format!("bad timer {when:?}"))?
+                }
+                None => 0,
+            },
         });
     }
     Ok(rows)
@@ -131,7 +140,8 @@ mod tests {
             SocketRow {
                 local_port: 8080,
                 remote_port: 0,
-                state: 0x0A
+                state: 0x0A,
+                timer_ticks: 0
             }
         );
         assert_eq!(
@@ -139,7 +149,8 @@ mod tests {
             SocketRow {
                 local_port: 50000,
                 remote_port: 8080,
-                state: 0x06
+                state: 0x06,
+                timer_ticks: 0xF8E
             }
         );
     }

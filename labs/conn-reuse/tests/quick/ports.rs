@@ -1,7 +1,8 @@
 //! The ports part of the quick run: the TIME_WAIT a client per request
 //! leaves, the ceiling it implies, and `EADDRNOTAVAIL` from a narrow window.
 
-use lab_conn_reuse::ports::{REFUSED_SERIES, TIME_WAIT_SERIES, port_range};
+use lab_conn_reuse::ports::{REFUSED_SERIES, TIME_WAIT_SERIES};
+use lab_kit::ports::ephemeral_range;
 use lab_kit::{
     Output,
     record::{Point, Value},
@@ -25,7 +26,7 @@ pub fn time_wait_and_the_ceiling(out: &Output, requests: u64) {
     // Each has about a minute to live, read from its own timer.
     let left = number(point, "time_wait_left_s");
     assert!((50.0..=60.0).contains(&left), "{point:?}");
-    let (low, high) = port_range().expect("the machine's port range");
+    let (low, high) = ephemeral_range().expect("the machine's port range");
     let ports = f64::from(high - low + 1);
     assert_eq!(number(point, "ports_in_range"), ports);
     let ceiling = number(point, "ceiling_per_s");
