@@ -15,6 +15,7 @@ use lab_kit::{
     Output, Series,
     child::{ChildGuard, Ended},
     clock::monotonic_ms,
+    process::status_field_kib,
     stats::Latencies,
 };
 use serde::Serialize;
@@ -116,15 +117,6 @@ async fn next_line(lines: &mut Lines<BufReader<ChildStdout>>) -> Result<ServerLi
         .context("reading the report server")?
         .context("the report server closed its stdout")?;
     serde_json::from_str(&text).with_context(|| format!("the report server printed {text:?}"))
-}
-
-/// The `<key>:   1234 kB` line of a /proc/PID/status text, in KiB.
-pub fn status_field_kib(status: &str, key: &str) -> Option<u64> {
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix(key)?.strip_prefix(':'))
-        .and_then(|rest| rest.split_whitespace().next())
-        .and_then(|number| number.parse().ok())
 }
 
 /// One look at the server's resident memory.

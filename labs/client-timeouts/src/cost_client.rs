@@ -254,11 +254,7 @@ pub fn resident_kib() -> Result<u64> {
 
 /// The `VmRSS:   1234 kB` line of a /proc/PID/status text.
 pub fn vm_rss_kib(status: &str) -> Option<u64> {
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
-        .and_then(|rest| rest.split_whitespace().next())
-        .and_then(|number| number.parse().ok())
+    lab_kit::process::status_field_kib(status, "VmRSS")
 }
 
 /// Sockets among this process's open file descriptors.

@@ -53,3 +53,13 @@ mod tests {
         assert_ne!(group, ours, "the child is not in our group");
     }
 }
+
+/// The `<key>:   1234 kB` line of a /proc/PID/status text (`VmRSS`, `VmHWM`),
+/// in KiB: how the labs that weigh a process's memory read it.
+pub fn status_field_kib(status: &str, key: &str) -> Option<u64> {
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix(key)?.strip_prefix(':'))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|number| number.parse().ok())
+}
