@@ -35,6 +35,16 @@ pub fn own_group_killed_with_parent(command: &mut Command) {
     }
 }
 
+/// The `<key>:   1234 kB` line of a /proc/PID/status text (`VmRSS`, `VmHWM`),
+/// in KiB: how the labs that weigh a process's memory read it.
+pub fn status_field_kib(status: &str, key: &str) -> Option<u64> {
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix(key)?.strip_prefix(':'))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|number| number.parse().ok())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -52,14 +62,4 @@ mod tests {
         let ours = unsafe { libc::getpgrp() } as u32;
         assert_ne!(group, ours, "the child is not in our group");
     }
-}
-
-/// The `<key>:   1234 kB` line of a /proc/PID/status text (`VmRSS`, `VmHWM`),
-/// in KiB: how the labs that weigh a process's memory read it.
-pub fn status_field_kib(status: &str, key: &str) -> Option<u64> {
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix(key)?.strip_prefix(':'))
-        .and_then(|rest| rest.split_whitespace().next())
-        .and_then(|number| number.parse().ok())
 }
