@@ -41,6 +41,9 @@ Tasks:
         entries, reference runs (and the crate versions they name), charts
   browser
         only the browser checks, on the book already in target/book
+  lab-tests
+        only the tests of the labs, the facts and the widgets, as `test` runs
+        them: the timer-bound labs' side by side, the others alone
   prepare [--bundle DIR]
         for a workshop, the day before: install what the toolchain lacks,
         build the exercises, run every lab once (quick), build the widgets
@@ -89,6 +92,7 @@ pub enum Task {
     Test,
     Tidy,
     Browser,
+    LabTests,
     Labs,
     Exercise(crate::exercise::ExerciseCommand),
     Prepare { bundle: Option<PathBuf> },
@@ -218,12 +222,13 @@ impl Task {
                     port,
                 }
             }
-            "test" | "tidy" | "browser" | "labs" => {
+            "test" | "tidy" | "browser" | "lab-tests" | "labs" => {
                 words.allow(&[], false)?;
                 match task.as_str() {
                     "test" => Task::Test,
                     "tidy" => Task::Tidy,
                     "browser" => Task::Browser,
+                    "lab-tests" => Task::LabTests,
                     _ => Task::Labs,
                 }
             }

@@ -12,6 +12,7 @@ mod data;
 mod doctor;
 mod exercise;
 mod lab_runs;
+mod lab_tests;
 mod prepare;
 mod project;
 mod reaper;
@@ -94,6 +95,7 @@ fn dispatch(task: &Task) -> Result<()> {
         }
         Task::Tidy => tidy::check_sources(&project)?.into_result(),
         Task::Browser => browser_checks::check_book(&project.book_out()),
+        Task::LabTests => lab_tests::run(&project),
         Task::Prepare { bundle } => prepare::run(&project, bundle.as_deref()),
         Task::Exercise(command) => exercise::task(&project, command),
         Task::Labs => {

@@ -4,7 +4,7 @@
 use anyhow::{Result, bail};
 
 use crate::{
-    book, browser_checks, exercise,
+    book, browser_checks, exercise, lab_tests,
     project::Project,
     steps::{self, Steps},
     tidy,
@@ -59,24 +59,10 @@ pub fn run(project: &Project) -> Result<()> {
         ])
     });
     // The labs' tests in release: the very artifacts `cargo xtask book` built
-    // (see README, "How long it takes"); the xtask's in its own profile, the
-    // one `cargo xtask` itself was built in. One test at a time: a lab's test
-    // files are modules of one binary (each binary links the HTTP stack), and
-    // their tests measure time on this machine, so a deploy must not share
-    // the two cores with another file's burst, as it never did when each file
-    // was a binary of its own that cargo ran after the last.
-    let _ = steps.run("cargo test (labs, release)", || {
-        cargo_step(&[
-            "test",
-            "--release",
-            "--workspace",
-            "--exclude",
-            "xtask",
-            "--",
-            "--quiet",
-            "--test-threads=1",
-        ])
-    });
+    // (see README, "How long it takes"). The xtask runs the binaries itself,
+    // the timer-bound labs' side by side and the others alone, like the labs'
+    // own runs (see lab_tests.rs).
+    let _ = steps.run("lab tests (release)", || lab_tests::run(project));
     // The exercises' checks from the same build: each must fail as shipped
     // and pass with its solution (one run each way, one after another, since
     // each check measures time on this machine).

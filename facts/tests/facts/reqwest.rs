@@ -1,11 +1,11 @@
 //! reqwest's defaults (`reqwest::Client::new()`), on real sockets. Read in
 //! reqwest's source at the pinned version: `async_impl/client.rs` starts the
 //! config with no `connect_timeout`, no `timeout`, no `read_timeout`,
-//! `pool_max_idle_per_host` `usize::MAX`, TCP keepalive 15 s / 15 s / 3
-//! probes, `tcp_user_timeout` 30 s and `TCP_NODELAY`; `connect.rs` wraps the
-//! whole connector (resolution included) in the `connect_timeout`; the
-//! default resolver is hyper-util's `GaiResolver` (`getaddrinfo` in
-//! `spawn_blocking`).
+//! `pool_max_idle_per_host` `usize::MAX`, `pool_idle_timeout` 90 s, TCP
+//! keepalive 15 s / 15 s / 3 probes, `tcp_user_timeout` 30 s and
+//! `TCP_NODELAY`; `connect.rs` wraps the whole connector (resolution
+//! included) in the `connect_timeout`; the default resolver is hyper-util's
+//! `GaiResolver` (`getaddrinfo` in `spawn_blocking`).
 
 use std::{
     net::SocketAddr,
@@ -322,6 +322,53 @@ async fn read_timeout_also_runs_during_the_connect() {
         assert!(error.is_timeout(), "{error:?}");
         assert!(started.elapsed() < Duration::from_secs(3));
         assert_eq!(server.stats.accepted(), 0, "no connection was made");
+    })
+    .await;
+}
+
+/// reqwest's pool keeps an idle connection 90 s (`pool_idle_timeout`'s
+/// default, which reqwest does not let a caller read): a connection idle for
+/// 88 s is reused, one idle for 92 s is not. Two clients, each against its
+/// own server, one request each at the start; then one asks again at 88 s
+/// and the other at 92 s, and each server counts the connections it
+/// accepted. hyper-util's pool discards an entry idle longer than the
+/// timeout at checkout (and its timer reaps it in between), and
+/// `axum::serve` never closes an idle connection itself, so only the
+/// client's timeout can end one. Real time, so ignored by a plain
+/// `cargo test`; `cargo xtask test` runs it in the background, beside every
+/// other test, where its 92 s of sleeping costs no time
+/// (`background-tests` in facts/Cargo.toml).
+#[tokio::test]
+#[ignore = "waits 92 s in real time; cargo xtask test runs it in the background"]
+async fn an_idle_pooled_connection_is_kept_90_s() {
+    bounded("idle pooled connection", Duration::from_secs(120), async {
+        let started = tokio::time::Instant::now();
+        let kept = hello_server().await;
+        let dropped = hello_server().await;
+        let (early, late) = (reqwest::Client::new(), reqwest::Client::new());
+        let ask = |client: &reqwest::Client, server: &RunningServer| {
+            let request = client.get(server.url("/")).timeout(PATIENCE).send();
+            async move {
+                let answer = request.await.expect("an answer");
+                answer.text().await.expect("the body");
+            }
+        };
+        ask(&early, &kept).await;
+        ask(&late, &dropped).await;
+        tokio::time::sleep_until(started + Duration::from_secs(88)).await;
+        ask(&early, &kept).await;
+        assert_eq!(
+            kept.stats.accepted(),
+            1,
+            "a connection idle for 88 s was not reused"
+        );
+        tokio::time::sleep_until(started + Duration::from_secs(92)).await;
+        ask(&late, &dropped).await;
+        assert_eq!(
+            dropped.stats.accepted(),
+            2,
+            "a connection idle for 92 s was reused: the default is not 90 s"
+        );
     })
     .await;
 }

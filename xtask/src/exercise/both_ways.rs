@@ -3,7 +3,7 @@
 //! the proof that no check is one that cannot fail, from the one release
 //! build, without a test crate per exercise.
 
-use std::time::Instant;
+use std::{collections::BTreeMap, sync::mpsc, thread, time::Instant};
 
 use anyhow::{Context, Result, bail};
 
@@ -15,26 +15,60 @@ use crate::{project::Project, steps};
 /// `fails_with` and a hint; with `--solution` it passes, exit 0. So a check
 /// that cannot fail, or a solution that does not pass, fails CI. Every
 /// exercise is checked; the error names each one that is not so.
+///
+/// Scheduled like the labs: the exercises of a lab that waits on timers
+/// (`side-by-side`) run beside those of the other such labs, one lane per
+/// lab, its exercises one after another; every other exercise runs alone.
 pub fn check_all(project: &Project) -> Result<()> {
     let all = exercises(project)?;
+    let labs = project.labs()?;
+    let side_by_side = |exercise: &ExerciseCrate| {
+        labs.iter()
+            .any(|lab| lab.slug == exercise.chapter && lab.side_by_side)
+    };
+    let mut lanes: BTreeMap<&str, Vec<&ExerciseCrate>> = BTreeMap::new();
+    for exercise in all.iter().filter(|exercise| side_by_side(exercise)) {
+        lanes.entry(&exercise.chapter).or_default().push(exercise);
+    }
     let mut wrong = Vec::new();
-    for (index, exercise) in all.iter().enumerate() {
-        let started = Instant::now();
-        let verdict = check_both_ways(project, exercise);
+    let mut done = 0;
+    let mut report = |exercise: &ExerciseCrate, verdict: Result<()>, took: f64, beside: bool| {
+        done += 1;
         eprintln!(
-            "    [{}/{}] {}: {} ({:.1} s)",
-            index + 1,
+            "    [{done}/{}] {}: {} ({took:.1} s{})",
             all.len(),
             exercise.name,
             match &verdict {
                 Ok(()) => "fails as shipped, passes with its solution".to_string(),
                 Err(error) => format!("WRONG: {error:#}"),
             },
-            started.elapsed().as_secs_f64()
+            if beside { ", side by side" } else { "" }
         );
         if let Err(error) = verdict {
             wrong.push(format!("{}: {}", exercise.name, steps::first_line(&error)));
         }
+    };
+    thread::scope(|scope| {
+        let (sender, verdicts) = mpsc::channel();
+        for lane in lanes.values() {
+            let sender = sender.clone();
+            scope.spawn(move || {
+                for exercise in lane {
+                    let started = Instant::now();
+                    let verdict = check_both_ways(project, exercise);
+                    let _ = sender.send((*exercise, verdict, started.elapsed()));
+                }
+            });
+        }
+        drop(sender);
+        for (exercise, verdict, took) in verdicts {
+            report(exercise, verdict, took.as_secs_f64(), true);
+        }
+    });
+    for exercise in all.iter().filter(|exercise| !side_by_side(exercise)) {
+        let started = Instant::now();
+        let verdict = check_both_ways(project, exercise);
+        report(exercise, verdict, started.elapsed().as_secs_f64(), false);
     }
     if !wrong.is_empty() {
         bail!(

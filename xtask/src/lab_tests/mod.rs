@@ -1,0 +1,236 @@
+//! `cargo xtask test`'s run of the workspace's tests (every crate but the
+//! xtask), scheduled like the labs themselves; alone, `cargo xtask lab-tests`.
+//!
+//! `cargo test` runs test binaries one after another, and a lab's tests
+//! measure time on this machine, so they ran one test at a time: about 300 s
+//! on the 2-core machine, most of it spent waiting on timers with both cores
+//! idle. Here the xtask builds the test binaries with cargo (`--no-run`),
+//! then runs them itself, in the order `cargo xtask book` runs the labs
+//! ([`binaries::Lane`]):
+//! - the binaries of the labs that wait on compressed timers (`side-by-side =
+//!   true` in `[package.metadata.lab]`), and of the crates that say the same
+//!   in `[package.metadata.tests]`, at the same time, as one batch;
+//! - then every other binary alone;
+//! - and, from the first batch to the last, the ignored tests a package
+//!   names under `[package.metadata.tests.background-tests]`: tests that
+//!   only sleep, for longer than a batch (the facts' 90 s idle connection).
+//!
+//! A lab that runs alone may name tests of its own that only wait
+//! (`[package.metadata.tests.side-by-side-tests]`); its binary then runs
+//! twice, those tests in the batch and the rest alone. Inside a binary, one
+//! test at a time, as before. A binary's output is shown when it fails.
+
+mod binaries;
+mod running;
+
+use std::io::{Read, Seek};
+
+use anyhow::{Context, Result, bail};
+
+use crate::{project::Project, steps};
+use binaries::{Lane, TestBinary};
+use running::{Finished, Running};
+
+/// At most this many lines of a failed binary's output are shown.
+const OUTPUT_TAIL: usize = 200;
+
+/// Builds every test binary of the workspace but the xtask's (in release: the
+/// artifacts `cargo xtask book` built), runs them in their lanes and the doc
+/// tests after them, and fails naming every binary that failed.
+pub fn run(project: &Project) -> Result<()> {
+    let binaries = build(project)?;
+    let total = binaries.len();
+    let mut failed = Vec::new();
+    let mut count = 0;
+    let mut report = |finished: Finished| {
+        count += 1;
+        let lane = match finished.binary.lane {
+            Lane::Alone => "",
+            Lane::SideBySide => ", side by side",
+            Lane::Background => ", in the background",
+        };
+        eprintln!(
+            "    [{count}/{total}] {}: {} ({:.1} s{lane})",
+            finished.binary.name,
+            finished.summary(),
+            finished.duration.as_secs_f64(),
+        );
+        if !finished.ok() {
+            eprintln!("{}", tail(&finished.output, OUTPUT_TAIL));
+            failed.push(format!("{}: {}", finished.binary.name, finished.summary()));
+        }
+    };
+    let mut background = Vec::new();
+    for binary in binaries
+        .iter()
+        .filter(|binary| binary.lane == Lane::Background)
+    {
+        background.push(Running::start(binary)?);
+    }
+    for batch in batches(&binaries) {
+        let started = batch.iter().map(Running::start).collect::<Result<_>>()?;
+        running::wait_all(started, &mut background, &mut report)?;
+    }
+    running::wait_all(background, &mut Vec::new(), &mut report)?;
+    let doc = doc_tests(project);
+    if let Err(error) = &doc {
+        failed.push(format!("doc tests: {}", steps::first_line(error)));
+    }
+    if !failed.is_empty() {
+        bail!(
+            "{} of {} test runs failed:\n  {}",
+            failed.len(),
+            total + 1,
+            failed.join("\n  ")
+        );
+    }
+    Ok(())
+}
+
+/// `cargo test --no-run`, its progress on screen, and the binaries it built
+/// read from its JSON messages.
+fn build(project: &Project) -> Result<Vec<TestBinary>> {
+    let mut messages = tempfile::tempfile().context("creating a temporary file")?;
+    let status = steps::status_with_heartbeat(
+        project
+            .cargo()
+            .args([
+                "test",
+                "--release",
+                "--workspace",
+                "--exclude",
+                "xtask",
+                "--no-run",
+                "--message-format=json-render-diagnostics",
+            ])
+            .stdout(messages.try_clone()?),
+        "cargo test --no-run",
+    )?;
+    if !status.success() {
+        bail!("building the tests failed ({status})");
+    }
+    let mut text = String::new();
+    messages.rewind()?;
+    messages.read_to_string(&mut text)?;
+    let mut found = Vec::new();
+    for line in text.lines() {
+        found.extend(binaries::from_message(line)?);
+    }
+    if found.is_empty() {
+        bail!("cargo built no test binary");
+    }
+    found.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(found)
+}
+
+/// The side-by-side binaries as one batch, run first (a failure there shows
+/// soonest), then each binary that must run alone as a batch of its own, in
+/// name order. Background runs are in no batch.
+fn batches(binaries: &[TestBinary]) -> Vec<Vec<TestBinary>> {
+    let together: Vec<TestBinary> = binaries
+        .iter()
+        .filter(|binary| binary.lane == Lane::SideBySide)
+        .cloned()
+        .collect();
+    let mut batches = Vec::new();
+    if !together.is_empty() {
+        batches.push(together);
+    }
+    batches.extend(
+        binaries
+            .iter()
+            .filter(|binary| binary.lane == Lane::Alone)
+            .map(|binary| vec![binary.clone()]),
+    );
+    batches
+}
+
+/// The doc tests (cargo builds and runs them itself; only the kit has any),
+/// their output shown only when they fail.
+fn doc_tests(project: &Project) -> Result<()> {
+    let mut output = tempfile::tempfile().context("creating a temporary file")?;
+    let status = steps::status_with_heartbeat(
+        project
+            .cargo()
+            .args([
+                "test",
+                "--release",
+                "--workspace",
+                "--exclude",
+                "xtask",
+                "--doc",
+                "--quiet",
+            ])
+            .stdout(output.try_clone()?),
+        "cargo test --doc",
+    )?;
+    if !status.success() {
+        let mut said = String::new();
+        output.rewind()?;
+        output.read_to_string(&mut said)?;
+        eprintln!("{}", tail(&said, OUTPUT_TAIL));
+        bail!("the doc tests failed ({status})");
+    }
+    Ok(())
+}
+
+/// The last `lines` lines of `text`, indented.
+fn tail(text: &str, lines: usize) -> String {
+    let all: Vec<&str> = text.trim_end().lines().collect();
+    let skip = all.len().saturating_sub(lines);
+    let mut shown = String::new();
+    if skip > 0 {
+        shown += &format!("      ({skip} earlier lines)\n");
+    }
+    for line in &all[skip..] {
+        shown += "      ";
+        shown += line;
+        shown += "\n";
+    }
+    shown.trim_end().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+    use binaries::Part;
+
+    fn binary(name: &str, lane: Lane) -> TestBinary {
+        TestBinary {
+            dir: PathBuf::from("/nowhere"),
+            name: name.to_string(),
+            executable: PathBuf::from("/nowhere/bin"),
+            lane,
+            part: Part::Every,
+        }
+    }
+
+    #[test]
+    fn the_side_by_side_binaries_share_one_batch_and_each_other_runs_alone() {
+        let all = [
+            binary("a", Lane::Alone),
+            binary("b", Lane::SideBySide),
+            binary("c", Lane::Alone),
+            binary("d", Lane::SideBySide),
+            binary("e", Lane::Background),
+        ];
+        let batches = batches(&all);
+        let names: Vec<Vec<&str>> = batches
+            .iter()
+            .map(|batch| batch.iter().map(|binary| binary.name.as_str()).collect())
+            .collect();
+        assert_eq!(names, [vec!["b", "d"], vec!["a"], vec!["c"]]);
+    }
+
+    #[test]
+    fn a_long_output_is_cut_to_its_tail() {
+        let text: String = (1..=5).map(|line| format!("line {line}\n")).collect();
+        assert_eq!(
+            tail(&text, 2),
+            "      (3 earlier lines)\n      line 4\n      line 5"
+        );
+        assert_eq!(tail("one", 2), "      one");
+    }
+}
