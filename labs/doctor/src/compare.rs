@@ -6,7 +6,6 @@
 
 use std::{
     io::Read,
-    net::SocketAddr,
     process::{Command, Stdio},
     time::Duration,
 };
@@ -66,16 +65,15 @@ pub async fn run() -> Result<Comparison> {
     if let Some(reason) = missing() {
         bail!("{reason}");
     }
-    let port = lab_kit::net::closed_loopback_port()?;
-    let addr = SocketAddr::from(([127, 0, 0, 1], port));
-    let nginx = Nginx::start(
-        &format!(
+    let nginx = Nginx::start(1, |addrs| {
+        format!(
             "  client_header_timeout {HEADER_TIMEOUT_S}s;\n  \
-             server {{ listen {addr}; location / {{ return 200 \"ok\\n\"; }} }}"
-        ),
-        &[addr],
-    )
+             server {{ listen {}; location / {{ return 200 \"ok\\n\"; }} }}",
+            addrs[0]
+        )
+    })
     .await?;
+    let addr = nginx.addrs()[0];
     let mut command = Command::new(find("slowhttptest").context("slowhttptest")?);
     command
         .current_dir(nginx.dir())

@@ -92,53 +92,120 @@ pub fn nginx_config(dir: &Path, http_block: &str) -> String {
     )
 }
 
+/// How many times [`Nginx::start`] tries fresh ports.
+const ATTEMPTS: usize = 3;
+
 /// nginx running in a temporary directory. Dropping it kills nginx and
 /// removes the directory.
 pub struct Nginx {
     /// The version `nginx -v` reported.
     pub version: String,
+    addrs: Vec<SocketAddr>,
     // Declared before the directory: nginx stops before its files go.
     _process: ChildGuard,
     dir: tempfile::TempDir,
 }
 
 impl Nginx {
-    /// Starts nginx with `http_block` and waits (at most 2 s) until every
-    /// address in `listening` accepts a connection. Fails with one line
-    /// where nginx is not installed.
-    pub async fn start(http_block: &str, listening: &[SocketAddr]) -> Result<Nginx> {
+    /// Starts nginx on `ports` loopback ports of its own, the servers of its
+    /// `http` block written by `http_block` from their addresses, and waits
+    /// (at most 2 s an attempt) until nginx itself listens on each. A port
+    /// picked free can be taken before nginx binds it (other labs and tests
+    /// bind ports at the same time, and `listen` cannot ask for port 0);
+    /// a connection to it would then reach that other process, not nginx.
+    /// So each listener must be a socket nginx holds
+    /// ([`procnet::listens_in`](crate::procnet::listens_in)); when one is
+    /// not, or nginx exits, it starts again on other ports, up to three
+    /// times. Fails with one line where nginx is not installed, or with the
+    /// end of nginx's error log.
+    pub async fn start(
+        ports: usize,
+        http_block: impl Fn(&[SocketAddr]) -> String,
+    ) -> Result<Nginx> {
         let program = find("nginx").context("nginx not installed")?;
-        let dir = tempfile::tempdir().context("creating a temporary directory for nginx")?;
-        let config = dir.path().join("nginx.conf");
-        std::fs::write(&config, nginx_config(dir.path(), http_block))
-            .context("writing nginx.conf")?;
-        let prefix = dir.path().display().to_string();
-        let config_arg = config.display().to_string();
-        let process =
-            ChildGuard::spawn(&program, &["-c", &config_arg, "-p", &prefix], Stdio::null())?;
-        for addr in listening {
-            let mut listens = false;
-            for _ in 0..200 {
-                if tokio::net::TcpStream::connect(addr).await.is_ok() {
-                    listens = true;
-                    break;
+        let mut failed = String::new();
+        for _ in 0..ATTEMPTS {
+            let addrs = (0..ports)
+                .map(|_| {
+                    let port = crate::net::closed_loopback_port()?;
+                    Ok(SocketAddr::from(([127, 0, 0, 1], port)))
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let dir = tempfile::tempdir().context("creating a temporary directory for nginx")?;
+            let config = dir.path().join("nginx.conf");
+            std::fs::write(&config, nginx_config(dir.path(), &http_block(&addrs)))
+                .context("writing nginx.conf")?;
+            let prefix = dir.path().display().to_string();
+            let config_arg = config.display().to_string();
+            let mut process =
+                ChildGuard::spawn(&program, &["-c", &config_arg, "-p", &prefix], Stdio::null())?;
+            match not_listening(&mut process, &addrs).await? {
+                None => {
+                    return Ok(Nginx {
+                        version: version_of("nginx", &["-v"]).await,
+                        addrs,
+                        _process: process,
+                        dir,
+                    });
                 }
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-            if !listens {
-                bail!("nginx did not listen on {addr} within 2 s");
+                Some(why) => {
+                    drop(process);
+                    failed = format!("{why}; its error log ends: {}", log_tail(dir.path()));
+                }
             }
         }
-        Ok(Nginx {
-            version: version_of("nginx", &["-v"]).await,
-            _process: process,
-            dir,
-        })
+        bail!("nginx did not start on ports of its own in {ATTEMPTS} attempts: {failed}")
+    }
+
+    /// The addresses nginx listens on, one per port asked for, in order.
+    pub fn addrs(&self) -> &[SocketAddr] {
+        &self.addrs
     }
 
     /// The temporary directory nginx runs in.
     pub fn dir(&self) -> &Path {
         self.dir.path()
+    }
+
+    /// The last lines of nginx's error log, on one line: what a lab adds to
+    /// the error of a request through nginx that failed.
+    pub fn error_log_tail(&self) -> String {
+        log_tail(self.dir.path())
+    }
+}
+
+/// None once nginx (`process`) holds a listening socket on every address;
+/// otherwise why not, after at most 2 s.
+async fn not_listening(process: &mut ChildGuard, addrs: &[SocketAddr]) -> Result<Option<String>> {
+    for _ in 0..200 {
+        if let Some(ended) = process.try_ended()? {
+            return Ok(Some(format!("nginx exited ({})", ended.describe())));
+        }
+        let mut all = true;
+        for addr in addrs {
+            all &= crate::procnet::listens_in(process.pid(), addr.port())?;
+        }
+        if all {
+            return Ok(None);
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let names: Vec<String> = addrs.iter().map(SocketAddr::to_string).collect();
+    Ok(Some(format!(
+        "nginx did not listen on all of {} within 2 s (another process may hold one)",
+        names.join(", ")
+    )))
+}
+
+/// The last lines of nginx's error log in `dir`, on one line.
+fn log_tail(dir: &Path) -> String {
+    let log = std::fs::read_to_string(dir.join("error.log")).unwrap_or_default();
+    let lines: Vec<&str> = log.lines().collect();
+    let tail = lines[lines.len().saturating_sub(3)..].join(" | ");
+    if tail.is_empty() {
+        "(empty)".into()
+    } else {
+        tail
     }
 }
 
@@ -158,6 +225,29 @@ mod tests {
             Some("1.8.2")
         );
         assert_eq!(version_in("no number here, 12 or v.1"), None);
+    }
+
+    #[tokio::test]
+    async fn nginx_listens_on_ports_it_holds_itself() {
+        if find("nginx").is_none() {
+            eprintln!("skipped: nginx not installed");
+            return;
+        }
+        let nginx = Nginx::start(2, |addrs| {
+            addrs
+                .iter()
+                .map(|addr| format!("  server {{ listen {addr}; return 204; }}\n"))
+                .collect()
+        })
+        .await
+        .expect("nginx starts");
+        assert_eq!(nginx.addrs().len(), 2);
+        assert_ne!(nginx.addrs()[0], nginx.addrs()[1]);
+        for addr in nginx.addrs() {
+            tokio::net::TcpStream::connect(addr)
+                .await
+                .expect("nginx answers");
+        }
     }
 
     #[test]

@@ -18,15 +18,17 @@ pub enum TcpState {
     Listen = 0x0A,
 }
 
-/// One row of the socket table: local and remote port, the state number, and
-/// the clock ticks left on its timer (the `when` of `tr:tm->when`; a
-/// `TIME_WAIT` socket's time to live).
+/// One row of the socket table: local and remote port, the state number, the
+/// clock ticks left on its timer (the `when` of `tr:tm->when`; a `TIME_WAIT`
+/// socket's time to live), and the socket's inode (what `/proc/<pid>/fd`
+/// links name as `socket:[inode]`, so which process holds it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SocketRow {
     pub local_port: u16,
     pub remote_port: u16,
     pub state: u8,
     pub timer_ticks: u64,
+    pub inode: u64,
 }
 
 /// Every TCP socket of this network namespace, IPv4 and IPv6.
@@ -69,9 +71,45 @@ pub fn parse_table(text: &str) -> Result<Vec<SocketRow>> {
                 }
                 None => 0,
             },
+            inode: match columns.get(9) {
+                Some(inode) => inode
+                    .parse()
+                    .with_context(|| format!("bad inode {inode:?}"))?,
+                None => 0,
+            },
         });
     }
     Ok(rows)
+}
+
+/// The inodes of the sockets process `pid` holds open (its `/proc/<pid>/fd`
+/// links that read `socket:[inode]`).
+pub fn socket_inodes_of(pid: i32) -> Result<Vec<u64>> {
+    let dir = format!("/proc/{pid}/fd");
+    let mut inodes = Vec::new();
+    for entry in fs::read_dir(&dir).with_context(|| format!("reading {dir}"))? {
+        let Ok(target) = fs::read_link(entry?.path()) else {
+            continue;
+        };
+        if let Some(inode) = target
+            .to_str()
+            .and_then(|target| target.strip_prefix("socket:["))
+            .and_then(|rest| rest.strip_suffix(']'))
+            .and_then(|inode| inode.parse().ok())
+        {
+            inodes.push(inode);
+        }
+    }
+    Ok(inodes)
+}
+
+/// True when the socket listening on `port` is one `pid` holds: the listener
+/// is that process's, not another's that took the port first.
+pub fn listens_in(pid: i32, port: u16) -> Result<bool> {
+    let held = socket_inodes_of(pid)?;
+    Ok(tcp_sockets()?.iter().any(|row| {
+        row.local_port == port && row.state == TcpState::Listen as u8 && held.contains(&row.inode)
+    }))
 }
 
 /// Client-side sockets in `state` whose remote end is `server_port`: on one
@@ -141,7 +179,8 @@ mod tests {
                 local_port: 8080,
                 remote_port: 0,
                 state: 0x0A,
-                timer_ticks: 0
+                timer_ticks: 0,
+                inode: 1
             }
         );
         assert_eq!(
@@ -150,7 +189,8 @@ mod tests {
                 local_port: 50000,
                 remote_port: 8080,
                 state: 0x06,
-                timer_ticks: 0xF8E
+                timer_ticks: 0xF8E,
+                inode: 0
             }
         );
     }
@@ -173,5 +213,10 @@ mod tests {
             rows.iter()
                 .any(|row| row.local_port == port && row.state == TcpState::Listen as u8)
         );
+        // The listener is this process's, and a port it does not hold is not.
+        let me = std::process::id() as i32;
+        assert!(listens_in(me, port).unwrap());
+        drop(listener);
+        assert!(!listens_in(me, port).unwrap());
     }
 }

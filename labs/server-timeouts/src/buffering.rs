@@ -181,10 +181,12 @@ pub async fn buffering(config: &ServerTimeoutsConfig) -> Result<Vec<(BodyPath, H
         );
         None
     } else {
-        let on = SocketAddr::from(([127, 0, 0, 1], lab_kit::net::closed_loopback_port()?));
-        let off = SocketAddr::from(([127, 0, 0, 1], lab_kit::net::closed_loopback_port()?));
-        let block = proxies((on, backends[1].addr), (off, backends[2].addr));
-        Some((Nginx::start(&block, &[on, off]).await?, on, off))
+        let nginx = Nginx::start(2, |ports| {
+            proxies((ports[0], backends[1].addr), (ports[1], backends[2].addr))
+        })
+        .await?;
+        let (on, off) = (nginx.addrs()[0], nginx.addrs()[1]);
+        Some((nginx, on, off))
     };
     let direct = measure(
         config,
@@ -213,6 +215,9 @@ pub async fn buffering(config: &ServerTimeoutsConfig) -> Result<Vec<(BodyPath, H
             &nginx.version
         ),
     );
+    // A path through nginx that failed says what nginx logged.
+    let log = || format!("nginx's error log ends: {}", nginx.error_log_tail());
+    let (buffered, streamed) = (buffered.with_context(log), streamed.with_context(log));
     drop(nginx);
     Ok(vec![
         (BodyPath::Direct, direct?),
