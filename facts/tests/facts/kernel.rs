@@ -84,12 +84,18 @@ async fn time_wait_lasts_60_s_on_the_side_that_closed_first() {
         let table = std::fs::read_to_string("/proc/net/tcp").expect("reading /proc/net/tcp");
         // Columns: sl local remote st tx:rx tr:tm->when ...; TIME_WAIT is 06,
         // its timer kind 3, and `when` counts down in clock ticks (USER_HZ).
+        // The row is ours by both ports: another process's connection to
+        // another server may have used the same local port seconds ago and
+        // still be in TIME_WAIT (seen once, with 39 s left, among the tests
+        // that run side by side).
+        let port_of = |column: &str| column.rsplit(':').next().map(str::to_string);
         let row = table
             .lines()
             .skip(1)
             .map(|line| line.split_whitespace().collect::<Vec<_>>())
             .find(|columns| {
-                columns[1].rsplit(':').next() == Some(format!("{client_port:04X}").as_str())
+                port_of(columns[1]) == Some(format!("{client_port:04X}"))
+                    && port_of(columns[2]) == Some(format!("{:04X}", addr.port()))
                     && columns[3] == "06"
             })
             .expect("the client's socket in TIME_WAIT");

@@ -100,6 +100,10 @@ fn build(project: &Project) -> Result<Vec<TestBinary>> {
                 "--workspace",
                 "--exclude",
                 "xtask",
+                // The targets that hold tests (libraries, binaries and
+                // tests/), not the examples `cargo test` would also build:
+                // clippy checks that those compile.
+                "--tests",
                 "--no-run",
                 "--message-format=json-render-diagnostics",
             ])
