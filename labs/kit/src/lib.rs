@@ -43,6 +43,13 @@ pub mod time;
 pub mod together;
 
 pub use cli::Mode;
+
+/// Set (to anything) in a test's environment when it may take long in real
+/// time: `cargo xtask test` sets it for the tests a manifest names under
+/// `[package.metadata.tests.background-tests]`, which it runs in the
+/// background. Without it such a test says it was skipped and returns, so a
+/// plain `cargo test` stays short.
+pub const REAL_TIME: &str = "LAB_REAL_TIME";
 pub use record::{Fields, Meta, Output, Point, Record, Series, Value};
 pub use settings::Settings;
 

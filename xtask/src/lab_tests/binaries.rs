@@ -26,9 +26,9 @@ pub enum Part {
     Every,
     /// Only these (full names).
     Only(Vec<String>),
-    /// Only these, which carry libtest's `ignore` attribute (a plain `cargo
-    /// test` skips them) because they take long in real time.
-    Ignored(Vec<String>),
+    /// Only these, with [`lab_kit::REAL_TIME`] set: tests that take long in
+    /// real time, and skip themselves where it is not set.
+    RealTime(Vec<String>),
     /// Every test but these.
     AllBut(Vec<String>),
 }
@@ -39,14 +39,9 @@ impl Part {
         let mut arguments = Vec::new();
         match self {
             Part::Every => {}
-            Part::Only(names) => {
+            Part::Only(names) | Part::RealTime(names) => {
                 arguments.extend(names.iter().cloned());
                 arguments.push("--exact".into());
-            }
-            Part::Ignored(names) => {
-                arguments.extend(names.iter().cloned());
-                arguments.push("--exact".into());
-                arguments.push("--ignored".into());
             }
             Part::AllBut(names) => {
                 arguments.push("--exact".into());
@@ -62,7 +57,7 @@ impl Part {
     /// The tests this part names, which must all run.
     pub fn named(&self) -> Option<&[String]> {
         match self {
-            Part::Only(names) | Part::Ignored(names) => Some(names),
+            Part::Only(names) | Part::RealTime(names) => Some(names),
             Part::Every | Part::AllBut(_) => None,
         }
     }
@@ -135,26 +130,31 @@ pub fn from_message(line: &str) -> Result<Vec<TestBinary>> {
         false => (Vec::new(), Vec::new()),
     };
     let mut runs = Vec::new();
+    // The binary's own run leaves out what runs elsewhere.
+    let mut elsewhere = background.clone();
     if !background.is_empty() {
         runs.push(TestBinary {
             name: format!("{} (in the background)", whole.name),
             lane: Lane::Background,
-            part: Part::Ignored(background),
+            part: Part::RealTime(background),
             ..whole.clone()
         });
     }
-    if lane == Lane::SideBySide || waiting.is_empty() {
-        runs.push(whole);
-    } else {
+    if lane == Lane::Alone && !waiting.is_empty() {
+        elsewhere.extend(waiting.iter().cloned());
         runs.push(TestBinary {
             name: format!("{} (its waiting tests)", whole.name),
             lane: Lane::SideBySide,
-            part: Part::Only(waiting.clone()),
+            part: Part::Only(waiting),
             ..whole.clone()
         });
+    }
+    if elsewhere.is_empty() {
+        runs.push(whole);
+    } else {
         runs.push(TestBinary {
             name: format!("{} (the rest)", whole.name),
-            part: Part::AllBut(waiting),
+            part: Part::AllBut(elsewhere),
             ..whole
         });
     }
@@ -171,8 +171,8 @@ struct Package {
     /// `[package.metadata.tests]`, where two tables name tests by test
     /// target: `side-by-side-tests` (tests of a package that runs alone that
     /// only wait, so they run in the side-by-side batch) and
-    /// `background-tests` (ignored tests that sleep for long, run in
-    /// the background).
+    /// `background-tests` (tests that sleep for long in real time, run in
+    /// the background with [`lab_kit::REAL_TIME`] set).
     tests: toml::Table,
 }
 
@@ -277,17 +277,15 @@ mod tests {
     }
 
     #[test]
-    fn a_long_ignored_test_runs_in_the_background_and_only_there() {
+    fn a_long_real_time_test_runs_in_the_background_and_only_there() {
         let runs = from_message(&message("facts", "facts")).unwrap();
         assert_eq!(runs.len(), 2, "{runs:?}");
         assert_eq!(runs[0].lane, Lane::Background);
-        let arguments = runs[0].part.arguments();
-        assert!(
-            arguments.contains(&"--ignored".to_string()),
-            "{arguments:?}"
-        );
-        // The rest of the facts run side by side, without `--ignored`.
+        let Part::RealTime(long) = &runs[0].part else {
+            panic!("{:?}", runs[0].part)
+        };
+        // The rest of the facts run side by side, without it.
         assert_eq!(runs[1].lane, Lane::SideBySide);
-        assert_eq!(runs[1].part, Part::Every);
+        assert_eq!(runs[1].part, Part::AllBut(long.clone()));
     }
 }

@@ -11,9 +11,10 @@
 //!   true` in `[package.metadata.lab]`), and of the crates that say the same
 //!   in `[package.metadata.tests]`, at the same time, as one batch;
 //! - then every other binary alone;
-//! - and, from the first batch to the last, the ignored tests a package
-//!   names under `[package.metadata.tests.background-tests]`: tests that
-//!   only sleep, for longer than a batch (the facts' 90 s idle connection).
+//! - and, from the first batch to the last, the tests a package names under
+//!   `[package.metadata.tests.background-tests]`: tests that only sleep, for
+//!   longer than a batch (the facts' 90 s idle connection), which run only
+//!   where [`lab_kit::REAL_TIME`] is set.
 //!
 //! A lab that runs alone may name tests of its own that only wait
 //! (`[package.metadata.tests.side-by-side-tests]`); its binary then runs
@@ -23,7 +24,10 @@
 mod binaries;
 mod running;
 
-use std::io::{Read, Seek};
+use std::{
+    io::{Read, Seek},
+    process::ExitStatus,
+};
 
 use anyhow::{Context, Result, bail};
 
@@ -87,35 +91,39 @@ pub fn run(project: &Project) -> Result<()> {
     Ok(())
 }
 
-/// `cargo test --no-run`, its progress on screen, and the binaries it built
-/// read from its JSON messages.
+/// `cargo test --release` over every crate but the xtask, with `extra`
+/// arguments; cargo's progress (stderr) on screen and its stdout returned,
+/// with whether it succeeded.
+fn cargo_test(project: &Project, extra: &[&str]) -> Result<(ExitStatus, String)> {
+    let mut stdout = tempfile::tempfile().context("creating a temporary file")?;
+    let mut command = project.cargo();
+    command
+        .args(["test", "--release", "--workspace", "--exclude", "xtask"])
+        .args(extra)
+        .stdout(stdout.try_clone()?);
+    let status = steps::status_with_heartbeat(&mut command, &format!("cargo test {}", extra[0]))?;
+    let mut text = String::new();
+    stdout.rewind()?;
+    stdout.read_to_string(&mut text)?;
+    Ok((status, text))
+}
+
+/// `cargo test --no-run`, and the binaries it built read from its JSON
+/// messages.
 fn build(project: &Project) -> Result<Vec<TestBinary>> {
-    let mut messages = tempfile::tempfile().context("creating a temporary file")?;
-    let status = steps::status_with_heartbeat(
-        project
-            .cargo()
-            .args([
-                "test",
-                "--release",
-                "--workspace",
-                "--exclude",
-                "xtask",
-                // The targets that hold tests (libraries, binaries and
-                // tests/), not the examples `cargo test` would also build:
-                // clippy checks that those compile.
-                "--tests",
-                "--no-run",
-                "--message-format=json-render-diagnostics",
-            ])
-            .stdout(messages.try_clone()?),
-        "cargo test --no-run",
+    // The targets that hold tests (libraries, binaries and tests/), not the
+    // examples `cargo test` would also build: clippy checks that those compile.
+    let (status, text) = cargo_test(
+        project,
+        &[
+            "--tests",
+            "--no-run",
+            "--message-format=json-render-diagnostics",
+        ],
     )?;
     if !status.success() {
         bail!("building the tests failed ({status})");
     }
-    let mut text = String::new();
-    messages.rewind()?;
-    messages.read_to_string(&mut text)?;
     let mut found = Vec::new();
     for line in text.lines() {
         found.extend(binaries::from_message(line)?);
@@ -152,26 +160,8 @@ fn batches(binaries: &[TestBinary]) -> Vec<Vec<TestBinary>> {
 /// The doc tests (cargo builds and runs them itself; only the kit has any),
 /// their output shown only when they fail.
 fn doc_tests(project: &Project) -> Result<()> {
-    let mut output = tempfile::tempfile().context("creating a temporary file")?;
-    let status = steps::status_with_heartbeat(
-        project
-            .cargo()
-            .args([
-                "test",
-                "--release",
-                "--workspace",
-                "--exclude",
-                "xtask",
-                "--doc",
-                "--quiet",
-            ])
-            .stdout(output.try_clone()?),
-        "cargo test --doc",
-    )?;
+    let (status, said) = cargo_test(project, &["--doc", "--quiet"])?;
     if !status.success() {
-        let mut said = String::new();
-        output.rewind()?;
-        output.read_to_string(&mut said)?;
         eprintln!("{}", tail(&said, OUTPUT_TAIL));
         bail!("the doc tests failed ({status})");
     }

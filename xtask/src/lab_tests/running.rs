@@ -35,10 +35,14 @@ impl Running {
         command
             .args(["--quiet", "--test-threads=1"])
             .args(binary.part.arguments())
+            .env_remove(lab_kit::REAL_TIME)
             .current_dir(&binary.dir)
             .stdin(Stdio::null())
             .stdout(output.try_clone()?)
             .stderr(output.try_clone()?);
+        if let Part::RealTime(_) = binary.part {
+            command.env(lab_kit::REAL_TIME, "1");
+        }
         lab_kit::process::own_group_killed_with_parent(&mut command);
         let child = command
             .spawn()
@@ -151,13 +155,12 @@ impl Finished {
     }
 
     /// A part that names its tests but ran fewer names one that does not
-    /// exist (renamed, moved) or is not ignored where it must be: say
-    /// so rather than pass.
+    /// exist (renamed, moved): say so rather than pass.
     fn missing_tests(&self) -> Option<String> {
         let names = self.binary.part.named()?;
         let passed = self.passed()?;
         let table = match self.binary.part {
-            Part::Ignored(_) => "background-tests (each an ignored test)",
+            Part::RealTime(_) => "background-tests",
             _ => "side-by-side-tests",
         };
         (passed != names.len()).then(|| {
@@ -278,13 +281,13 @@ mod tests {
             "{}",
             short.summary()
         );
-        // A background test that is not ignored runs nowhere under --ignored.
-        let not_ignored = finished(Part::Ignored(names), Some(0), false, none);
-        assert!(!not_ignored.ok());
+        // A background test that was renamed runs nowhere.
+        let renamed = finished(Part::RealTime(names), Some(0), false, none);
+        assert!(!renamed.ok());
         assert!(
-            not_ignored.summary().contains("an ignored test"),
+            renamed.summary().contains("background-tests"),
             "{}",
-            not_ignored.summary()
+            renamed.summary()
         );
     }
 }
