@@ -13,7 +13,7 @@ use crate::{
     project::Project,
     release, reuse,
     steps::Steps,
-    tidy::directives,
+    tidy::data_directives,
 };
 
 /// Builds the book from the data `command` chooses and returns index.html;
@@ -148,19 +148,20 @@ fn missing_for_chapter(
     ];
     for path in texts {
         let text = std::fs::read_to_string(&path).unwrap_or_default();
-        for quoted in directives(&text) {
+        for quoted in data_directives(&text) {
             // A value names `<slug> <series> <field>`; a claim `<slug>` and
             // `<series>:<field>` on either side of its relation.
-            let words: Vec<&str> = quoted
-                .text
+            let directive = &quoted.directive;
+            let words: Vec<&str> = directive
+                .args
                 .split('|')
                 .next()
                 .unwrap_or_default()
                 .split_whitespace()
                 .collect();
-            let fields: Vec<(&str, &str)> = match (quoted.kind, words.as_slice()) {
-                ("value", [_, _, series, field]) => vec![(*series, *field)],
-                ("claim", [_, _, operands @ ..]) => operands
+            let fields: Vec<(&str, &str)> = match (directive.name, words.as_slice()) {
+                ("value", [_, series, field]) => vec![(*series, *field)],
+                ("claim", [_, operands @ ..]) => operands
                     .iter()
                     .filter_map(|word| word.rsplit_once(':'))
                     .collect(),

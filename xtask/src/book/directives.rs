@@ -2,89 +2,56 @@
 //! a chapter: `{{#chart}}`, `{{#table}}`, `{{#value}}`, `{{#claim}}`,
 //! `{{#fact}}`, `{{#widget}}` and the rest (see the module above for what
 //! each becomes). A directive preceded by a
-//! backslash is left as text (without the backslash).
+//! backslash is left as text (without the backslash). `super::directive`
+//! finds them.
 
 use anyhow::{Context, Result, bail, ensure};
 
-use super::{LabData, claims, facts, quiz, workshop};
+use super::{LabData, claims, directive, facts, quiz, workshop};
 use crate::{
     charts::{self, THEMES},
     data::{Clock, PointKind},
 };
 
+/// The directives this preprocessor expands; any other (`{{#include}}`) is
+/// left for mdBook.
+const OURS: [&str; 12] = [
+    "chart", "table", "value", "claim", "widget", "quiz", "duration", "agenda", "notes", "compare",
+    "fact", "facts",
+];
+
 /// Replaces every directive in `text`.
 pub fn expand(text: &str, to_root: &str, lab_data: &LabData) -> Result<String> {
     let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(start) = rest.find("{{#") {
-        let (before, from_directive) = rest.split_at(start);
-        // The closing braces; a claim's sentence may end with `{right}`, so
-        // `}}}` closes after its third brace.
-        let end = from_directive.find("}}").map(|end| {
-            let extra = from_directive[end + 2..]
-                .chars()
-                .take_while(|c| *c == '}')
-                .count();
-            end + 2 + extra
-        });
-        let is_ours = [
-            "{{#chart ",
-            "{{#table ",
-            "{{#value ",
-            "{{#claim ",
-            "{{#widget ",
-            "{{#quiz ",
-            "{{#duration ",
-            "{{#agenda ",
-            "{{#notes ",
-            "{{#compare}}",
-            "{{#fact ",
-            "{{#facts}}",
-        ]
-        .iter()
-        .any(|prefix| from_directive.starts_with(prefix));
-        match (is_ours, end) {
-            (true, Some(end)) if before.ends_with('\\') => {
-                out.push_str(&before[..before.len() - 1]);
-                out.push_str(&from_directive[..end]);
-                rest = &from_directive[end..];
-            }
-            (true, Some(end)) => {
-                out.push_str(before);
-                let directive = &from_directive[3..end - 2];
-                let line = text[..text.len() - rest.len() + start]
-                    .lines()
-                    .count()
-                    .max(1);
-                let expanded = expand_one(directive, to_root, lab_data)
-                    .with_context(|| format!("line {line}: {{{{#{directive}}}}}"))?;
-                out.push_str(&expanded);
-                rest = &from_directive[end..];
-            }
-            (true, None) => {
-                bail!(
-                    "a {{{{#chart, #table, #value, #claim, #fact, #widget, #quiz, #duration, #agenda or #notes directive is not closed with }}}}"
-                )
-            }
-            (false, _) => {
-                // Someone else's directive ({{#include}}): leave it for mdBook.
-                out.push_str(before);
-                out.push_str("{{#");
-                rest = &from_directive[3..];
-            }
+    let mut copied = 0;
+    for found in directive::scan(text) {
+        let found = found?;
+        if !OURS.contains(&found.name) {
+            // Someone else's directive ({{#include}}), escaped or not: left
+            // as written for mdBook.
+            continue;
         }
+        let written = &text[found.span.clone()];
+        if found.escaped {
+            out.push_str(&text[copied..found.span.start - 1]);
+            out.push_str(written);
+        } else {
+            out.push_str(&text[copied..found.span.start]);
+            let expanded = expand_one(found.name, found.args, to_root, lab_data)
+                .with_context(|| format!("line {}: {written}", found.line))?;
+            out.push_str(&expanded);
+        }
+        copied = found.span.end;
     }
-    out.push_str(rest);
+    out.push_str(&text[copied..]);
     Ok(out)
 }
 
-fn expand_one(directive: &str, to_root: &str, lab_data: &LabData) -> Result<String> {
-    if let Some(claim) = directive.strip_prefix("claim ") {
-        return claims::expand(claim, lab_data);
-    }
-    let mut words = directive.split_whitespace();
-    match words.next() {
-        Some("chart") => {
+fn expand_one(name: &str, args: &str, to_root: &str, lab_data: &LabData) -> Result<String> {
+    let mut words = args.split_whitespace();
+    match name {
+        "claim" => claims::expand(args, lab_data),
+        "chart" => {
             let target = words.next().context("usage: {{#chart <slug>/<name>}}")?;
             ensure!(
                 words.next().is_none(),
@@ -92,7 +59,7 @@ fn expand_one(directive: &str, to_root: &str, lab_data: &LabData) -> Result<Stri
             );
             chart_figure(target, to_root, lab_data)
         }
-        Some("table") => {
+        "table" => {
             let slug = words.next().context("missing lab slug")?;
             let kind: PointKind = words.next().context("missing record kind")?.parse()?;
             let fields: Vec<&str> = words.next().context("missing fields")?.split(',').collect();
@@ -120,7 +87,7 @@ fn expand_one(directive: &str, to_root: &str, lab_data: &LabData) -> Result<Stri
             }
             super::table::data_table(slug, kind, &fields, &series, clock, to_root, lab_data)
         }
-        Some("value") => {
+        "value" => {
             let usage = "usage: {{#value <slug> <series> <field>}}";
             let (Some(slug), Some(series), Some(field), None) =
                 (words.next(), words.next(), words.next(), words.next())
@@ -129,7 +96,7 @@ fn expand_one(directive: &str, to_root: &str, lab_data: &LabData) -> Result<Stri
             };
             data_value(slug, series, field, lab_data)
         }
-        Some("widget") => {
+        "widget" => {
             let name = words.next().context("usage: {{#widget <name>}}")?;
             ensure!(words.next().is_none(), "usage: {{{{#widget <name>}}}}");
             ensure!(
@@ -142,16 +109,16 @@ fn expand_one(directive: &str, to_root: &str, lab_data: &LabData) -> Result<Stri
                  <script type=\"module\" src=\"{to_root}widgets/{name}/main.js\"></script>\n"
             ))
         }
-        Some("duration") => {
+        "duration" => {
             let rest: Vec<&str> = words.collect();
             Ok(workshop::Minutes::parse(&rest.join(" "))?.render())
         }
-        Some("agenda") => {
+        "agenda" => {
             let name = words.next().context("usage: {{#agenda <name>}}")?;
             ensure!(words.next().is_none(), "usage: {{{{#agenda <name>}}}}");
             Ok(workshop::Agenda::load(&lab_data.book_dir, name)?.render())
         }
-        Some("notes") => {
+        "notes" => {
             let slug = words.next().context("usage: {{#notes <slug>}}")?;
             ensure!(words.next().is_none(), "usage: {{{{#notes <slug>}}}}");
             let path = lab_data.book_dir.join("notes").join(format!("{slug}.md"));
@@ -167,22 +134,22 @@ fn expand_one(directive: &str, to_root: &str, lab_data: &LabData) -> Result<Stri
                  {notes}\n\n</div>\n"
             ))
         }
-        Some("fact") => {
+        "fact" => {
             let usage = "usage: {{#fact <id>}}";
             let (Some(id), None) = (words.next(), words.next()) else {
                 bail!("{usage}");
             };
             facts::marker(id, to_root, &lab_data.facts)
         }
-        Some("facts") => {
+        "facts" => {
             ensure!(words.next().is_none(), "usage: {{{{#facts}}}}");
             Ok(facts::appendix(&lab_data.facts, &lab_data.fact_versions))
         }
-        Some("compare") => {
+        "compare" => {
             ensure!(words.next().is_none(), "usage: {{{{#compare}}}}");
             Ok(comparison_figures(to_root, lab_data))
         }
-        Some("quiz") => {
+        "quiz" => {
             let slug = words.next().context("usage: {{#quiz <slug>}}")?;
             ensure!(words.next().is_none(), "usage: {{{{#quiz <slug>}}}}");
             ensure!(
@@ -439,6 +406,19 @@ mod tests {
         assert!(
             format!("{none:#}").contains("series \"a/b\" has no numeric time_scale"),
             "{none:#}"
+        );
+    }
+
+    #[test]
+    fn other_directives_are_left_for_mdbook_and_errors_name_their_line() {
+        let text = "{{#include a.rs}} and \\{{#include b.rs:2:3}}";
+        assert_eq!(expand(text, "", &lab_data()).unwrap(), text);
+        let error = expand("one\n{{#value demo a/b missing}}", "", &lab_data()).unwrap_err();
+        assert!(format!("{error:#}").starts_with("line 2: {{#value demo a/b missing}}: "));
+        let error = expand("one\n\n{{#value demo a/b n", "", &lab_data()).unwrap_err();
+        assert_eq!(
+            format!("{error:#}"),
+            "line 3: {{#value is not closed with }}"
         );
     }
 

@@ -30,6 +30,7 @@
 //! A directive preceded by a backslash is left as text (without the backslash).
 
 mod claims;
+pub mod directive;
 mod directives;
 pub mod facts;
 pub mod quiz;

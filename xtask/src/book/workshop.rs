@@ -88,12 +88,17 @@ pub fn chapter_minutes(book_dir: &Path) -> Result<BTreeMap<String, (String, Minu
             continue;
         };
         let text = fs::read_to_string(&path)?;
-        let Some(start) = text.find("{{#duration ") else {
+        // The first `{{#duration}}`, or the directive before it that is not
+        // closed.
+        let Some(duration) = super::directive::directives(&text).find(|found| {
+            !found
+                .as_ref()
+                .is_ok_and(|directive| directive.name != "duration")
+        }) else {
             continue;
         };
-        let rest = &text[start + "{{#duration ".len()..];
-        let end = rest.find("}}").context("{{#duration is not closed")?;
-        let minutes = Minutes::parse(&rest[..end])
+        let duration = duration.with_context(|| path.display().to_string())?;
+        let minutes = Minutes::parse(duration.args)
             .with_context(|| format!("{}: {{{{#duration}}}}", path.display()))?;
         let title = text
             .lines()

@@ -4,51 +4,36 @@
 //! from any lab, but draws no charts.
 
 use super::Problems;
+use crate::book::directive::{Directive, well_formed};
 
 /// One `{{#chart ...}}`, `{{#table ...}}`, `{{#value ...}}` or `{{#claim ...}}`
 /// in a page.
 #[derive(Debug, PartialEq)]
-pub(crate) struct Directive<'a> {
-    pub(crate) kind: &'a str,
+pub(crate) struct DataDirective<'a> {
+    /// The directive: its `name` is `chart`, `table`, `value` or `claim`, its
+    /// `args` `<slug> <series> <field>` for a value.
+    pub(crate) directive: Directive<'a>,
     /// The lab it reads: the slug before the `/` of a chart, the first word
-    /// of a table or a value.
+    /// of a table, a value or a claim.
     pub(crate) lab: &'a str,
-    pub(crate) line: usize,
-    /// Inside the braces: `value <slug> <series> <field>`.
-    pub(crate) text: &'a str,
 }
 
-/// The data directives of a page, as the book's preprocessor reads them: a
-/// directive preceded by a backslash is text, not a directive.
-pub(crate) fn directives(text: &str) -> Vec<Directive<'_>> {
-    let mut found = Vec::new();
-    let mut offset = 0;
-    while let Some(start) = text[offset..].find("{{#").map(|start| offset + start) {
-        let Some(end) = text[start..].find("}}").map(|end| start + end) else {
-            break;
-        };
-        offset = end + 2;
-        if text[..start].ends_with('\\') {
-            continue;
-        }
-        let inner = text[start + 3..end].trim();
-        let mut words = inner.split_whitespace();
-        let (Some(kind), Some(target)) = (words.next(), words.next()) else {
-            continue;
-        };
-        let lab = match kind {
-            "chart" => target.split('/').next().unwrap_or(target),
-            "table" | "value" | "claim" => target,
-            _ => continue,
-        };
-        found.push(Directive {
-            kind,
-            lab,
-            line: text[..start].matches('\n').count() + 1,
-            text: inner,
-        });
-    }
-    found
+/// The data directives of a page, as the book's preprocessor reads them
+/// (`book::directive`): a directive preceded by a backslash is text, not a
+/// directive; reading stops at one that is not closed (the includes check
+/// names it).
+pub(crate) fn data_directives(text: &str) -> Vec<DataDirective<'_>> {
+    well_formed(text)
+        .filter_map(|directive| {
+            let target = directive.args.split_whitespace().next()?;
+            let lab = match directive.name {
+                "chart" => target.split('/').next().unwrap_or(target),
+                "table" | "value" | "claim" => target,
+                _ => return None,
+            };
+            Some(DataDirective { directive, lab })
+        })
+        .collect()
 }
 
 /// Checks one page: `page` is its file name in book/ (`conn-reuse.md`),
@@ -56,17 +41,19 @@ pub(crate) fn directives(text: &str) -> Vec<Directive<'_>> {
 pub(super) fn check_page(page: &str, text: &str, labs: &[String], problems: &mut Problems) {
     let own = page.strip_suffix(".md").unwrap_or(page);
     let is_lab = labs.iter().any(|slug| slug == own);
-    for directive in directives(text) {
+    for quoted in data_directives(text) {
+        let directive = &quoted.directive;
         let at = format!(
-            "book/{page}:{}: {{{{#{}}}}}",
-            directive.line, directive.text
+            "book/{page}:{}: {}",
+            directive.line,
+            &text[directive.span.clone()]
         );
-        if is_lab && directive.lab != own {
+        if is_lab && quoted.lab != own {
             problems.add(format!(
                 "{at} shows lab {}'s data: the chapter of lab {own} shows only its own lab's",
-                directive.lab
+                quoted.lab
             ));
-        } else if !is_lab && directive.kind == "chart" {
+        } else if !is_lab && directive.name == "chart" {
             problems.add(format!(
                 "{at}: {page} is not a lab's chapter, so it draws no charts (it may quote values)"
             ));

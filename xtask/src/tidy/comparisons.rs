@@ -10,6 +10,7 @@
 //! table rows are skipped, and a directive preceded by a backslash is text.
 
 use super::Problems;
+use crate::book::directive::scan;
 
 /// Words that say one measured value stands in some relation to another.
 const COMPARISON_WORDS: &[&str] = &[
@@ -75,34 +76,25 @@ fn compares(sentence: &str) -> bool {
 /// keeping the line breaks a directive spans so line numbers hold.
 fn mark_values(text: &str) -> String {
     let mut marked = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(start) = rest.find("{{#") {
-        let Some(mut length) = rest[start..].find("}}") else {
-            break;
-        };
-        // As the preprocessor reads it: a claim may end with `{right}}}`.
-        length += rest[start + length + 2..]
-            .chars()
-            .take_while(|character| *character == '}')
-            .count();
-        let (before, directive) = (&rest[..start], &rest[start..start + length + 2]);
-        let escaped = before.ends_with('\\');
-        marked.push_str(before.strip_suffix('\\').unwrap_or(before));
-        if !escaped && directive.starts_with("{{#value ") {
-            marked.push(VALUE);
-        } else if !escaped && directive.starts_with("{{#fact ") {
+    let mut copied = 0;
+    // As the preprocessor reads them; one that is not closed ends the marking.
+    for directive in scan(text).map_while(Result::ok) {
+        // An escaped directive's backslash is not shown.
+        let backslash = usize::from(directive.escaped);
+        marked.push_str(&text[copied..directive.span.start - backslash]);
+        match (directive.escaped, directive.name) {
+            (false, "value") => marked.push(VALUE),
             // A fact's marker follows its sentence's full stop; it is no
             // word of either sentence, and must not join them.
-        } else {
+            (false, "fact") => {}
             // `{{#claim}}`: its name, without its words.
-            let kind = directive[3..].split_whitespace().next().unwrap_or("");
-            let kind = kind.trim_end_matches('}');
-            marked.push_str(&format!("{{{{#{kind}}}}}"));
+            _ => marked.push_str(&format!("{{{{#{}}}}}", directive.name)),
         }
-        marked.extend(directive.chars().filter(|character| *character == '\n'));
-        rest = &rest[start + length + 2..];
+        let written = &text[directive.span.clone()];
+        marked.extend(written.chars().filter(|character| *character == '\n'));
+        copied = directive.span.end;
     }
-    marked.push_str(rest);
+    marked.push_str(&text[copied..]);
     marked
 }
 

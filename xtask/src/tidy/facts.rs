@@ -13,7 +13,7 @@ use std::{
 use anyhow::{Context, Result};
 
 use super::{Problems, files_with_extension};
-use crate::book::facts;
+use crate::book::{directive::well_formed, facts};
 
 pub(super) fn check(root: &Path, problems: &mut Problems) -> Result<()> {
     let book_dir = root.join("book");
@@ -74,22 +74,12 @@ pub(super) fn check(root: &Path, problems: &mut Problems) -> Result<()> {
 }
 
 /// Each `{{#fact id}}` of a page, with its line; one preceded by a backslash
-/// is text.
+/// is text (`book::directive`).
 fn markers(text: &str) -> Vec<(usize, &str)> {
-    let mut found = Vec::new();
-    let mut offset = 0;
-    while let Some(start) = text[offset..].find("{{#fact ").map(|start| offset + start) {
-        let Some(end) = text[start..].find("}}").map(|end| start + end) else {
-            break;
-        };
-        offset = end + 2;
-        if text[..start].ends_with('\\') {
-            continue;
-        }
-        let id = text[start + "{{#fact ".len()..end].trim();
-        found.push((text[..start].matches('\n').count() + 1, id));
-    }
-    found
+    well_formed(text)
+        .filter(|directive| directive.name == "fact")
+        .map(|directive| (directive.line, directive.args))
+        .collect()
 }
 
 /// `<module>::<name>` of every test function in the facts test binary's

@@ -6,24 +6,33 @@ use std::{fs, path::Path};
 use anyhow::{Context, Result};
 
 use super::Problems;
+use crate::book::directive::directives;
 
 /// `{{#include path}}`, `{{#include path:anchor}}` and line ranges must resolve
-/// to non-empty text.
+/// to non-empty text; every directive of the chapter must be closed (the other
+/// checks read a chapter only up to one that is not).
 pub(super) fn check_includes(chapter: &Path, problems: &mut Problems) -> Result<()> {
     let text =
         fs::read_to_string(chapter).with_context(|| format!("reading {}", chapter.display()))?;
     let dir = chapter.parent().context("a chapter has a folder")?;
-    for (index, line) in text.lines().enumerate() {
-        for directive in ["{{#include ", "{{#rustdoc_include "] {
-            for piece in line.split(directive).skip(1) {
-                let Some(argument) = piece.split("}}").next() else {
-                    continue;
-                };
-                let where_ = format!("{}:{}", chapter.display(), index + 1);
-                if let Err(error) = resolve_include(dir, argument.trim()) {
-                    problems.add(format!("{where_}: {{{{#include {argument}}}}}: {error:#}"));
-                }
+    for found in directives(&text) {
+        let directive = match found {
+            Ok(directive) => directive,
+            Err(error) => {
+                problems.add(format!("{}: {error:#}", chapter.display()));
+                break;
             }
+        };
+        if !["include", "rustdoc_include"].contains(&directive.name) {
+            continue;
+        }
+        if let Err(error) = resolve_include(dir, directive.args) {
+            problems.add(format!(
+                "{}:{}: {}: {error:#}",
+                chapter.display(),
+                directive.line,
+                &text[directive.span.clone()]
+            ));
         }
     }
     Ok(())
@@ -120,5 +129,35 @@ mod tests {
         );
         assert!(resolve_include(&dir, "missing.rs").is_err());
         fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_chapter_names_its_broken_includes_and_a_directive_not_closed() {
+        let dir = std::env::temp_dir().join(format!("xtask-tidy-chapter-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        fs::write(dir.join("lib.rs"), SOURCE).unwrap();
+        let chapter = dir.join("chapter.md");
+        fs::write(
+            &chapter,
+            "{{#include lib.rs:inner}}\n\\{{#include gone.rs}} is text\n\
+             {{#include lib.rs:nope}}\n{{#fact a\n",
+        )
+        .unwrap();
+        let mut problems = Problems::default();
+        check_includes(&chapter, &mut problems).unwrap();
+        fs::remove_dir_all(&dir).unwrap();
+        let shown = chapter.display();
+        assert_eq!(problems.0.len(), 2, "{:?}", problems.0);
+        assert!(
+            problems.0[0].starts_with(&format!(
+                "{shown}:3: {{{{#include lib.rs:nope}}}}: no anchor"
+            )),
+            "{:?}",
+            problems.0
+        );
+        assert_eq!(
+            problems.0[1],
+            format!("{shown}: line 4: {{{{#fact is not closed with }}}}")
+        );
     }
 }

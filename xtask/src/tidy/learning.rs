@@ -7,7 +7,7 @@
 use std::{collections::BTreeSet, fs, path::Path};
 
 use super::Problems;
-use crate::exercise::ExerciseCrate;
+use crate::{book::directive::well_formed, exercise::ExerciseCrate};
 
 /// The labels every question of the interview bank carries.
 const BANK_LABELS: [&str; 3] = [
@@ -40,7 +40,10 @@ pub(super) fn check(
         }
     }
     let cheat_sheet = read("cheat-sheet.md");
-    if cheat_sheet.matches("{{#value ").count() < 10 {
+    let values = well_formed(&cheat_sheet)
+        .filter(|directive| directive.name == "value")
+        .count();
+    if values < 10 {
         problems.add(
             "book/cheat-sheet.md quotes fewer than 10 values of the labs' runs ({{#value}})".into(),
         );
@@ -124,8 +127,11 @@ fn check_exercise(exercise: &ExerciseCrate, chapter: &str, problems: &mut Proble
         ));
     }
     for file in ["README.md", "solution/lib.rs"] {
-        let include = format!("{{{{#include ../exercises/{name}/{file}}}}}");
-        if !chapter.contains(&include) {
+        let path = format!("../exercises/{name}/{file}");
+        let include = format!("{{{{#include {path}}}}}");
+        let shown = well_formed(chapter)
+            .any(|directive| directive.name == "include" && directive.args == path);
+        if !shown {
             problems.add(format!(
                 "book/{}.md does not show exercises/{name}/{file} ({include})",
                 exercise.chapter

@@ -15,7 +15,7 @@ use std::{
 
 use anyhow::{Context, Result};
 
-use crate::{charts, data::RunData, project::Project};
+use crate::{book::directive::well_formed, charts, data::RunData, project::Project};
 
 mod built;
 mod chapter_scope;
@@ -30,7 +30,7 @@ mod type_names;
 mod workshops;
 
 pub use built::check_built_book;
-pub(crate) use chapter_scope::directives;
+pub(crate) use chapter_scope::data_directives;
 
 /// Every problem found, so one run shows them all.
 #[derive(Default)]
@@ -71,10 +71,8 @@ pub fn check_sources(project: &Project) -> Result<Problems> {
     let mut shown_charts: HashSet<String> = HashSet::new();
     for chapter in &chapters {
         let text = fs::read_to_string(chapter)?;
-        for piece in text.split("{{#chart ").skip(1) {
-            if let Some(target) = piece.split("}}").next() {
-                shown_charts.insert(target.trim().to_string());
-            }
+        for chart in well_formed(&text).filter(|directive| directive.name == "chart") {
+            shown_charts.insert(chart.args.to_string());
         }
     }
     // The versions this checkout's labs link (the kit reads them from
@@ -95,7 +93,9 @@ pub fn check_sources(project: &Project) -> Result<Problems> {
         }
         // Every lab's chapter ends with its quiz, and the quiz is well formed.
         let chapter_text = fs::read_to_string(book_dir.join(&chapter_name)).unwrap_or_default();
-        if !chapter_text.contains(&format!("{{{{#quiz {slug}}}}}")) {
+        let has_quiz = well_formed(&chapter_text)
+            .any(|directive| directive.name == "quiz" && directive.args == slug.as_str());
+        if !has_quiz {
             problems.add(format!(
                 "book/{chapter_name} has no quiz: add {{{{#quiz {slug}}}}} and book/quizzes/{slug}.toml"
             ));

@@ -6,19 +6,27 @@
 use std::{fs, path::Path};
 
 use super::Problems;
-use crate::book::workshop::{Agenda, agenda_names};
+use crate::book::{
+    directive::well_formed,
+    workshop::{Agenda, agenda_names},
+};
 
 pub(super) fn check(book_dir: &Path, labs: &[String], problems: &mut Problems) {
     for slug in labs {
         let chapter = fs::read_to_string(book_dir.join(format!("{slug}.md"))).unwrap_or_default();
-        if !chapter.contains("{{#duration ") {
+        let shows = |name: &str, args: Option<&str>| {
+            well_formed(&chapter).any(|directive| {
+                directive.name == name && args.is_none_or(|args| directive.args == args)
+            })
+        };
+        if !shows("duration", None) {
             problems.add(format!(
                 "book/{slug}.md states no minutes: add {{{{#duration reading=N lab=N exercises=N quiz=N}}}} under its title"
             ));
         } else if let Some(problem) = reading_disagrees(&chapter) {
             problems.add(format!("book/{slug}.md: {problem}"));
         }
-        if !chapter.contains(&format!("{{{{#notes {slug}}}}}")) {
+        if !shows("notes", Some(slug)) {
             problems.add(format!(
                 "book/{slug}.md has no speaker notes: add {{{{#notes {slug}}}}} and book/notes/{slug}.md"
             ));
@@ -36,9 +44,11 @@ pub(super) fn check(book_dir: &Path, labs: &[String], problems: &mut Problems) {
             problems.add(format!("{error:#}"));
         }
         let directive = format!("{{{{#agenda {name}}}}}");
-        let shown = pages
-            .iter()
-            .any(|page| fs::read_to_string(page).is_ok_and(|text| text.contains(&directive)));
+        let shown = pages.iter().any(|page| {
+            fs::read_to_string(page).is_ok_and(|text| {
+                well_formed(&text).any(|found| found.name == "agenda" && found.args == name)
+            })
+        });
         if !shown {
             problems.add(format!(
                 "book/workshops/{name}.toml is not shown by any page ({directive})"
@@ -50,13 +60,16 @@ pub(super) fn check(book_dir: &Path, labs: &[String], problems: &mut Problems) {
 /// The front matter's "Reading time: N minutes" and the plan's `reading=N`
 /// say the same thing twice; a chapter whose two numbers differ is named.
 fn reading_disagrees(chapter: &str) -> Option<String> {
-    let number_after = |marker: &str| -> Option<u32> {
-        let rest = &chapter[chapter.find(marker)? + marker.len()..];
-        let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    let number = |text: &str| -> Option<u32> {
+        let digits: String = text.chars().take_while(char::is_ascii_digit).collect();
         digits.parse().ok()
     };
-    let stated = number_after("Reading time: ")?;
-    let planned = number_after("{{#duration reading=")?;
+    let marker = "Reading time: ";
+    let stated = number(&chapter[chapter.find(marker)? + marker.len()..])?;
+    let planned = well_formed(chapter)
+        .filter(|directive| directive.name == "duration")
+        .find_map(|directive| directive.args.strip_prefix("reading="))
+        .and_then(number)?;
     (stated != planned).then(|| {
         format!(
             "its front matter says {stated} minutes of reading, its {{{{#duration}}}} {planned}"
