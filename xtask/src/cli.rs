@@ -6,6 +6,9 @@ use std::path::PathBuf;
 use anyhow::Result;
 use lab_kit::Mode;
 
+use crate::book::{BookCommand, BookData, Rerun};
+use crate::error::usage;
+
 pub const HELP: &str = "\
 cargo xtask <task> [options]
 
@@ -65,22 +68,6 @@ Tasks:
 Exit codes: 0 success, 1 a task failed, 2 bad usage or input.
 ";
 
-/// Bad usage: exit code 2.
-#[derive(Debug)]
-pub struct UsageError(pub String);
-
-impl std::fmt::Display for UsageError {
-    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        formatter.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for UsageError {}
-
-pub fn usage(message: impl Into<String>) -> anyhow::Error {
-    UsageError(message.into()).into()
-}
-
 /// One task and its options, as typed as the task needs them.
 #[derive(Debug, PartialEq)]
 pub enum Task {
@@ -94,7 +81,7 @@ pub enum Task {
     Browser,
     LabTests,
     Labs,
-    Exercise(crate::exercise::ExerciseCommand),
+    Exercise(ExerciseCommand),
     Prepare { bundle: Option<PathBuf> },
 }
 
@@ -117,35 +104,12 @@ pub enum LabChoice {
     Named(Vec<String>),
 }
 
-/// `cargo xtask book` (and `serve`): where the book's data comes from.
+/// `cargo xtask exercise ...`, parsed.
 #[derive(Debug, PartialEq)]
-pub struct BookCommand {
-    pub data: BookData,
-    pub mode: Mode,
-    /// Which labs run again though their last run stands (`--rerun`).
-    pub rerun: Rerun,
-}
-
-/// `--rerun`: none, every lab, or the labs named after it.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Rerun {
-    /// Only the labs whose binary changed, or that have no run yet.
-    Changed,
-    All,
-    Named(Vec<String>),
-}
-
-#[derive(Debug, PartialEq)]
-pub enum BookData {
-    /// Run every lab now, into target/data.
-    FreshRuns,
-    /// The committed reference runs (`--no-run`).
-    Reference,
-    /// The reader's runs in a folder, over the reference runs (`--data DIR`).
-    Overlay(PathBuf),
-    /// Several machines' runs (`--data DIR --data DIR ...`, a workshop): the
-    /// chapters show the first, the comparison page all of them.
-    Compare(Vec<PathBuf>),
+pub enum ExerciseCommand {
+    List,
+    Verify { name: String, solution: bool },
+    Watch { name: String },
 }
 
 impl Task {
@@ -298,8 +262,7 @@ impl Words {
     }
 
     /// `[verify <name> [--solution] | watch <name>]`.
-    fn exercise(&self) -> Result<crate::exercise::ExerciseCommand> {
-        use crate::exercise::ExerciseCommand;
+    fn exercise(&self) -> Result<ExerciseCommand> {
         let solution = self.has("--solution");
         let command = match self.positional.as_slice() {
             [] => ExerciseCommand::List,

@@ -6,7 +6,7 @@ use std::{fs, path::Path};
 use anyhow::{Result, anyhow, bail};
 use lab_kit::record::{Meta, Point, Record, parse_line};
 
-use crate::cli::usage;
+use crate::error::usage;
 
 /// One lab run, as read from `<slug>.jsonl`.
 #[derive(Debug, Clone)]
@@ -204,11 +204,11 @@ mod tests {
             "{message}"
         );
         assert!(
-            error.downcast_ref::<crate::cli::UsageError>().is_some(),
+            error.downcast_ref::<crate::error::UsageError>().is_some(),
             "a corrupt data file is bad input (exit 2): {message}"
         );
         let missing = RunData::load(&dir.join("none.jsonl")).unwrap_err();
-        assert!(missing.downcast_ref::<crate::cli::UsageError>().is_some());
+        assert!(missing.downcast_ref::<crate::error::UsageError>().is_some());
         std::fs::remove_dir_all(dir).unwrap();
     }
 }

@@ -1,8 +1,9 @@
-//! `cargo xtask exercise [verify | watch] [<name>] [--solution]`: the
-//! reader's exercises (`exercises/<name>/`, see the exercise kit). Alone it
-//! lists them with the reader's progress; `verify` builds one and runs its
-//! check (the reader's `src/lib.rs`, or `solution/lib.rs` with `--solution`);
-//! `watch` verifies again each time a file of the exercise changes.
+//! The reader's exercises (`exercises/<name>/`, see the exercise kit), for
+//! `cargo xtask exercise [verify | watch] [<name>] [--solution]`, `prepare`
+//! and `test`: the list with the reader's progress; `verify` builds one and
+//! runs its check (the reader's `src/lib.rs`, or `solution/lib.rs` with
+//! `--solution`); `watch` verifies again each time a file of the exercise
+//! changes.
 //!
 //! Progress is the last verdict of each exercise's own code, one line per
 //! exercise in `target/exercises/progress`.
@@ -20,19 +21,11 @@ use anyhow::{Context, Result, bail};
 use lab_kit::manifest::PackageManifest;
 use serde::Deserialize;
 
-use crate::{cli::usage, project::Project, release};
+use crate::{error::usage, project::Project, release};
 
 mod both_ways;
 
 pub use both_ways::check_all;
-
-/// `cargo xtask exercise ...`, parsed.
-#[derive(Debug, PartialEq)]
-pub enum ExerciseCommand {
-    List,
-    Verify { name: String, solution: bool },
-    Watch { name: String },
-}
 
 /// One exercise, as its Cargo.toml describes it.
 #[derive(Debug, Clone, PartialEq)]
@@ -99,27 +92,8 @@ pub fn exercises(project: &Project) -> Result<Vec<ExerciseCrate>> {
     Ok(found)
 }
 
-pub fn task(project: &Project, command: &ExerciseCommand) -> Result<()> {
-    let all = exercises(project)?;
-    match command {
-        ExerciseCommand::List => {
-            print!("{}", listing(&all, &Progress::load(project)));
-            Ok(())
-        }
-        ExerciseCommand::Verify { name, solution } => {
-            let exercise = find(&all, name)?;
-            build(project, exercise)?;
-            match verify(project, exercise, *solution)? {
-                Outcome::Passed => Ok(()),
-                Outcome::Failed => bail!("{name} does not pass yet"),
-                Outcome::CouldNotCheck => bail!("{name} could not be checked"),
-            }
-        }
-        ExerciseCommand::Watch { name } => watch(project, find(&all, name)?),
-    }
-}
-
-fn find<'a>(all: &'a [ExerciseCrate], name: &str) -> Result<&'a ExerciseCrate> {
+/// The exercise named `name`, or a usage error listing the exercises.
+pub fn find<'a>(all: &'a [ExerciseCrate], name: &str) -> Result<&'a ExerciseCrate> {
     all.iter()
         .find(|exercise| exercise.name == name)
         .ok_or_else(|| {
@@ -129,6 +103,23 @@ fn find<'a>(all: &'a [ExerciseCrate], name: &str) -> Result<&'a ExerciseCrate> {
                 names.join(", ")
             ))
         })
+}
+
+/// The list `cargo xtask exercise` prints, with the reader's progress.
+pub fn list(project: &Project, all: &[ExerciseCrate]) -> String {
+    listing(all, &Progress::load(project))
+}
+
+/// Builds the exercise and runs its check (the reader's code, or the
+/// solution): fails unless it passes.
+pub fn build_and_verify(project: &Project, exercise: &ExerciseCrate, solution: bool) -> Result<()> {
+    build(project, exercise)?;
+    let name = &exercise.name;
+    match verify(project, exercise, solution)? {
+        Outcome::Passed => Ok(()),
+        Outcome::Failed => bail!("{name} does not pass yet"),
+        Outcome::CouldNotCheck => bail!("{name} could not be checked"),
+    }
 }
 
 /// The table `cargo xtask exercise` prints: one line per exercise, grouped
@@ -254,7 +245,7 @@ pub(crate) fn run_bounded(
 
 /// Verifies, then again whenever a file under the exercise's `src/` or
 /// `solution/` changes, until Ctrl-C.
-fn watch(project: &Project, exercise: &ExerciseCrate) -> Result<()> {
+pub fn watch(project: &Project, exercise: &ExerciseCrate) -> Result<()> {
     let mut seen = newest_change(&exercise.dir)?;
     loop {
         match build(project, exercise).and_then(|()| verify(project, exercise, false)) {
@@ -400,7 +391,7 @@ mod tests {
     fn an_unknown_exercise_is_a_usage_error_listing_the_known_ones() {
         let all = [exercise("a-one", "a")];
         let error = find(&all, "nope").unwrap_err();
-        assert!(error.downcast_ref::<crate::cli::UsageError>().is_some());
+        assert!(error.downcast_ref::<crate::error::UsageError>().is_some());
         assert!(error.to_string().contains("the exercises are: a-one"));
     }
 }

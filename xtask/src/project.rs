@@ -97,7 +97,7 @@ impl Project {
                 Some(lab) => chosen.push(lab.clone()),
                 None => {
                     let known: Vec<&str> = labs.iter().map(|lab| lab.slug.as_str()).collect();
-                    return Err(crate::cli::UsageError(format!(
+                    return Err(crate::error::UsageError(format!(
                         "unknown lab {name:?}; the labs are: {}",
                         known.join(", ")
                     ))

@@ -10,7 +10,7 @@ use std::path::Path;
 use anyhow::Result;
 use lab_kit::Mode;
 
-use crate::{cli::Rerun, data::RunData, project::Lab, project::Project};
+use crate::{book::Rerun, data::RunData, project::Lab, project::Project};
 
 /// Why a lab runs now, or that its last run stands.
 #[derive(Debug, PartialEq)]

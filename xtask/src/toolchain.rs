@@ -14,7 +14,7 @@ use std::{
 use anyhow::{Context, Result, bail};
 use serde::Deserialize;
 
-use crate::{cli::usage, project::Project};
+use crate::{error::usage, project::Project};
 
 /// What `rust-toolchain.toml` lists.
 #[derive(Debug, Default, Deserialize, PartialEq)]

@@ -28,12 +28,16 @@
 //!   machines' runs (`--data DIR --data DIR`), or how to build them.
 //!
 //! A directive preceded by a backslash is left as text (without the backslash).
+//!
+//! `runs` chooses the runs a build reads (the labs run now, the reference
+//! runs, or a reader's runs laid over them) for `book`, `serve` and `prepare`.
 
 mod claims;
 pub mod directive;
 mod directives;
 pub mod facts;
 pub mod quiz;
+pub mod runs;
 mod table;
 pub mod workshop;
 
@@ -47,6 +51,7 @@ use anyhow::{Context, Result, anyhow, bail, ensure};
 
 use directives::expand;
 use mdbook_driver::{MDBook, book::Chapter};
+pub use runs::{BookCommand, BookData, Rerun};
 
 use crate::{
     charts::{self, ChartSpec},

@@ -1,8 +1,10 @@
 //! Real headless Chromium, driven through chromedriver's WebDriver HTTP API
 //! (a handful of JSON commands over a small blocking HTTP client; no
 //! browser-automation crate, no downloaded browser): the browser checks of
-//! `cargo xtask test`.
+//! `cargo xtask test`. `checks` holds those checks: what they assert about
+//! the built book.
 
+pub mod checks;
 mod page;
 mod processes;
 

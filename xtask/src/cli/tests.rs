@@ -1,6 +1,7 @@
 //! The command line's parse, task by task, and its one-line errors.
 
 use super::*;
+use crate::error::UsageError;
 
 fn parse(line: &str) -> Result<Task> {
     let words: Vec<String> = line.split_whitespace().map(String::from).collect();

@@ -1,11 +1,14 @@
-//! Running a set of labs for `cargo xtask lab` and `cargo xtask book`: build
-//! them in release, run them, show their progress, and print the timing table.
+//! Running a set of labs, built already, for `cargo xtask lab` and
+//! `cargo xtask book`: run them (each one through `one_lab`), show their
+//! progress, and print the timing table.
 //!
 //! Labs that wait on compressed timers (`side-by-side = true` in their
 //! `[package.metadata.lab]`) run at the same time, as one batch; every other
 //! lab runs alone, because what it measures is the CPU (blocking-lag's lag,
 //! the simulation's speed). A lab that runs alone never shares the machine
 //! with another lab.
+
+mod one_lab;
 
 use std::{
     io::{IsTerminal, Write},
@@ -19,13 +22,7 @@ use std::{
 use anyhow::{Result, bail};
 use lab_kit::Mode;
 
-use crate::{
-    cli::{LabChoice, LabCommand, usage},
-    project::Lab,
-    project::Project,
-    release, runner,
-    steps::Steps,
-};
+use crate::{error::usage, project::Lab, project::Project, steps::Steps};
 
 /// Without a terminal to redraw a status line in, a running lab's progress is
 /// printed as a new line this often.
@@ -38,44 +35,6 @@ struct LabReport {
     duration: Duration,
     records: usize,
     outcome: Result<()>,
-}
-
-/// `cargo xtask lab`: runs the labs `command` names into its folder (the
-/// reference runs by default) and prints the step table.
-pub fn task(project: &Project, command: &LabCommand) -> Result<()> {
-    let labs = match &command.labs {
-        LabChoice::All => project.labs()?,
-        LabChoice::Named(names) => project.select_labs(names)?,
-    };
-    if labs.is_empty() {
-        let known: Vec<String> = project.labs()?.into_iter().map(|lab| lab.slug).collect();
-        return Err(usage(format!(
-            "name a lab or give --all; the labs are: {}",
-            known.join(", ")
-        )));
-    }
-    let out_dir = command
-        .out
-        .clone()
-        .unwrap_or_else(|| project.reference_data());
-    let mut steps = Steps::new("lab");
-    // Every lab is built, whichever of them will run: the one release build
-    // every command shares (see `release`).
-    let outcome = steps
-        .run("build the labs (release)", || release::build(project, &[]))
-        .and_then(|()| {
-            run_labs(
-                project,
-                &labs,
-                command.mode,
-                &command.settings.words(),
-                command.name.as_deref(),
-                &out_dir,
-                &mut steps,
-            )
-        });
-    steps.print_report();
-    outcome
 }
 
 /// Runs `labs`, built already, into `out_dir`; fails, naming each failed lab,
@@ -141,7 +100,7 @@ pub fn run_labs(
                 let first = if last.is_empty() {
                     first
                 } else {
-                    first.trim_end_matches(runner::STDERR_TAIL_JOIN)
+                    first.trim_end_matches(one_lab::STDERR_TAIL_JOIN)
                 };
                 Some(format!("  {}: {first}{last}", report.slug))
             })
@@ -211,7 +170,7 @@ fn batches(labs: &[Lab]) -> Vec<Vec<&Lab>> {
 
 enum Event {
     Line(usize, String),
-    Finished(usize, Duration, Result<runner::RunOutput>),
+    Finished(usize, Duration, Result<one_lab::RunOutput>),
 }
 
 /// Runs the labs of one batch at the same time, each on its own thread, and
@@ -244,7 +203,7 @@ fn run_batch(
         thread::spawn(move || {
             let lines = sender.clone();
             let result =
-                runner::run_lab_command(command, &slug, kill_after, &destination, |line| {
+                one_lab::run_lab_command(command, &slug, kill_after, &destination, |line| {
                     let _ = lines.send(Event::Line(index, line.to_string()));
                 });
             let _ = sender.send(Event::Finished(index, started.elapsed(), result));

@@ -1,24 +1,52 @@
-//! `cargo xtask book` and `serve`'s build: the labs run now (or the reference
-//! runs, or a reader's own runs laid over them), then the charts, the widgets
-//! and the book.
+//! The book built from the runs a command chooses (`cargo xtask book`,
+//! `serve` and `prepare`): the labs run now (or the reference runs, or a
+//! reader's own runs laid over them), then the charts, the widgets and the
+//! book.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
+use lab_kit::Mode;
 
 use crate::{
-    book,
-    cli::{BookCommand, BookData, Rerun, usage},
-    data, lab_runs,
-    project::Project,
-    release, reuse,
-    steps::Steps,
+    book, data, error::usage, project::Project, release, reuse, runner, steps::Steps,
     tidy::data_directives,
 };
 
+/// `cargo xtask book` (and `serve`): where the book's data comes from.
+#[derive(Debug, PartialEq)]
+pub struct BookCommand {
+    pub data: BookData,
+    pub mode: Mode,
+    /// Which labs run again though their last run stands (`--rerun`).
+    pub rerun: Rerun,
+}
+
+/// `--rerun`: none, every lab, or the labs named after it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Rerun {
+    /// Only the labs whose binary changed, or that have no run yet.
+    Changed,
+    All,
+    Named(Vec<String>),
+}
+
+#[derive(Debug, PartialEq)]
+pub enum BookData {
+    /// Run every lab now, into target/data.
+    FreshRuns,
+    /// The committed reference runs (`--no-run`).
+    Reference,
+    /// The reader's runs in a folder, over the reference runs (`--data DIR`).
+    Overlay(PathBuf),
+    /// Several machines' runs (`--data DIR --data DIR ...`, a workshop): the
+    /// chapters show the first, the comparison page all of them.
+    Compare(Vec<PathBuf>),
+}
+
 /// Builds the book from the data `command` chooses and returns index.html;
 /// prints the step table whether it worked or not.
-pub fn run(project: &Project, command: &BookCommand) -> Result<PathBuf> {
+pub fn build(project: &Project, command: &BookCommand) -> Result<PathBuf> {
     let data_dir = match &command.data {
         BookData::Reference => project.reference_data(),
         BookData::Overlay(own) => overlay_runs(project, own)?,
@@ -38,7 +66,7 @@ pub fn run(project: &Project, command: &BookCommand) -> Result<PathBuf> {
                 reuse::labs_to_run(project, &labs, command.mode, &command.rerun, &data_dir)
             })?;
             if !stale.is_empty() {
-                lab_runs::run_labs(
+                runner::run_labs(
                     project,
                     &stale,
                     command.mode,

@@ -4,14 +4,15 @@
 use anyhow::{Result, bail};
 
 use crate::{
-    book, browser_checks, exercise, lab_tests,
+    book, browser, exercise, lab_tests,
     project::Project,
     steps::{self, Steps},
-    tidy,
+    tidy, toolchain,
 };
 
 /// Everything CI checks. Every step runs, so one run shows every failure.
 pub fn run(project: &Project) -> Result<()> {
+    toolchain::ensure(project)?;
     let mut steps = Steps::new("test");
     let cargo_step = |arguments: &[&str]| -> Result<()> {
         let status = steps::status_with_heartbeat(
@@ -61,7 +62,7 @@ pub fn run(project: &Project) -> Result<()> {
     // The labs' tests in release: the very artifacts `cargo xtask book` built
     // (see README, "How long it takes"). The xtask runs the binaries itself,
     // the timer-bound labs' side by side and the others alone, like the labs'
-    // own runs (see lab_tests.rs).
+    // own runs (see `lab_tests`).
     let _ = steps.run("lab tests (release)", || lab_tests::run(project));
     // The exercises' checks from the same build: each must fail as shipped
     // and pass with its solution (one run each way, one after another, since
@@ -89,7 +90,7 @@ pub fn run(project: &Project) -> Result<()> {
             tidy::check_built_book(&project.book_out())?.into_result()
         });
         let _ = steps.run("browser: book pages", || {
-            browser_checks::check_book(&project.book_out())
+            browser::checks::check_book(&project.book_out())
         });
     }
     steps.print_report();

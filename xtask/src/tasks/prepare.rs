@@ -12,8 +12,7 @@ use std::{fs, path::Path};
 use anyhow::{Context, Result, bail};
 
 use crate::{
-    book_task,
-    cli::{BookCommand, BookData, Rerun},
+    book::{self, BookCommand, BookData, Rerun},
     exercise,
     project::Project,
     steps::{self, Steps},
@@ -40,7 +39,7 @@ pub fn run(project: &Project, bundle: Option<&Path>) -> Result<()> {
         &mut steps,
         "run every lab once, draw the charts, build the widgets and the book",
         &mut || {
-            book_task::run(
+            book::runs::build(
                 project,
                 &BookCommand {
                     data: BookData::FreshRuns,

@@ -10,7 +10,8 @@ use std::{
 use anyhow::{Context, Result, bail, ensure};
 use serde_json::{Value, json};
 
-use crate::{browser::Browser, project::Project, serve, tidy, widgets};
+use super::Browser;
+use crate::{project::Project, serve, tidy, widgets};
 
 /// Runs every check against the book in `book_out`, served on 127.0.0.1:0.
 pub fn check_book(book_out: &Path) -> Result<()> {

@@ -1,0 +1,10 @@
+//! `cargo xtask` alone, `help`, `-h` or `--help`: the list of tasks.
+
+use anyhow::Result;
+
+use crate::{cli::HELP, project::Project};
+
+pub fn run(_project: &Project) -> Result<()> {
+    print!("{HELP}");
+    Ok(())
+}
