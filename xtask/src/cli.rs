@@ -47,6 +47,9 @@ Tasks:
   lab-tests
         only the tests of the labs, the facts and the widgets, as `test` runs
         them: the timer-bound labs' side by side, the others alone
+  exercise-checks
+        only the exercises' checks, as `test` runs them: each must fail as
+        shipped and pass with its solution
   prepare [--bundle DIR]
         for a workshop, the day before: install what the toolchain lacks,
         build the exercises, run every lab once (quick), build the widgets
@@ -80,6 +83,7 @@ pub enum Task {
     Tidy,
     Browser,
     LabTests,
+    ExerciseChecks,
     Labs,
     Exercise(ExerciseCommand),
     Prepare { bundle: Option<PathBuf> },
@@ -186,13 +190,14 @@ impl Task {
                     port,
                 }
             }
-            "test" | "tidy" | "browser" | "lab-tests" | "labs" => {
+            "test" | "tidy" | "browser" | "lab-tests" | "exercise-checks" | "labs" => {
                 words.allow(&[], false)?;
                 match task.as_str() {
                     "test" => Task::Test,
                     "tidy" => Task::Tidy,
                     "browser" => Task::Browser,
                     "lab-tests" => Task::LabTests,
+                    "exercise-checks" => Task::ExerciseChecks,
                     _ => Task::Labs,
                 }
             }

@@ -38,6 +38,10 @@ pub struct ExerciseCrate {
     /// What the check's FAIL line names as shipped (`fails_with` in its
     /// manifest): the bug the reader fixes, measured.
     pub fails_with: String,
+    /// Whether its check only waits on timers, so `cargo xtask test` may run
+    /// it beside others though its lab runs alone (`side-by-side = true` in
+    /// its manifest; an exercise of a side-by-side lab always is).
+    pub side_by_side: bool,
     pub dir: PathBuf,
 }
 
@@ -47,6 +51,8 @@ struct ExerciseMetadata {
     chapter: String,
     title: String,
     fails_with: String,
+    #[serde(default, rename = "side-by-side")]
+    side_by_side: bool,
 }
 
 /// The check may take 30 s and ends itself a little later; past this the
@@ -85,6 +91,7 @@ pub fn exercises(project: &Project) -> Result<Vec<ExerciseCrate>> {
             chapter: metadata.chapter,
             title: metadata.title,
             fails_with: metadata.fails_with,
+            side_by_side: metadata.side_by_side,
             dir,
         });
     }
@@ -349,6 +356,7 @@ mod tests {
             chapter: chapter.into(),
             title: format!("the {name} exercise"),
             fails_with: "what it measured".into(),
+            side_by_side: false,
             dir: PathBuf::from(name),
         }
     }

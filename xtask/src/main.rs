@@ -63,6 +63,7 @@ fn dispatch(task: &Task) -> Result<()> {
         Task::Tidy => tasks::tidy::run(&project),
         Task::Browser => tasks::browser::run(&project),
         Task::LabTests => tasks::lab_tests::run(&project),
+        Task::ExerciseChecks => tasks::exercise_checks::run(&project),
         Task::Prepare { bundle } => tasks::prepare::run(&project, bundle.as_deref()),
         Task::Exercise(command) => tasks::exercise::run(&project, command),
         Task::Labs => tasks::labs::run(&project),

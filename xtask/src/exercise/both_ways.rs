@@ -17,14 +17,17 @@ use crate::{project::Project, steps};
 /// exercise is checked; the error names each one that is not so.
 ///
 /// Scheduled like the labs: the exercises of a lab that waits on timers
-/// (`side-by-side`) run beside those of the other such labs, one lane per
-/// lab, its exercises one after another; every other exercise runs alone.
+/// (`side-by-side`), and those whose own manifest says their check only
+/// waits, run beside each other, one lane per lab, its exercises one after
+/// another; every other exercise runs alone.
 pub fn check_all(project: &Project) -> Result<()> {
     let all = exercises(project)?;
     let labs = project.labs()?;
     let side_by_side = |exercise: &ExerciseCrate| {
-        labs.iter()
-            .any(|lab| lab.slug == exercise.chapter && lab.side_by_side)
+        exercise.side_by_side
+            || labs
+                .iter()
+                .any(|lab| lab.slug == exercise.chapter && lab.side_by_side)
     };
     let mut lanes: BTreeMap<&str, Vec<&ExerciseCrate>> = BTreeMap::new();
     for exercise in all.iter().filter(|exercise| side_by_side(exercise)) {

@@ -9,6 +9,7 @@ pub mod browser;
 pub mod charts;
 pub mod doctor;
 pub mod exercise;
+pub mod exercise_checks;
 pub mod help;
 pub mod lab;
 pub mod lab_tests;

@@ -4,7 +4,7 @@
 use anyhow::{Result, bail};
 
 use crate::{
-    book, browser, exercise, lab_tests,
+    book, browser, lab_tests,
     project::Project,
     steps::{self, Steps},
     tidy, toolchain,
@@ -68,8 +68,7 @@ pub fn run(project: &Project) -> Result<()> {
     // and pass with its solution (one run each way, one after another, since
     // each check measures time on this machine).
     let _ = steps.run("exercises: fail as shipped, pass solved", || {
-        exercise::build_all(project)?;
-        exercise::check_all(project)
+        super::exercise_checks::run(project)
     });
     let _ = steps.run("cargo test (xtask)", || {
         cargo_step(&[
