@@ -31,12 +31,40 @@ async fn connect_in(addr: SocketAddr, window: (u32, u32)) -> std::io::Result<Tcp
     })
 }
 
+/// How many windows a test tries before it gives up on finding one whose
+/// ports are free.
+const WINDOWS: usize = 8;
+
+/// A window of `size` ports and `size` connections to `addr` holding every
+/// port of it. A port of a window may be taken already: a listener elsewhere
+/// on the machine (another test's server on port 0) holds it for every
+/// address. No test of that window can pass or fail, so another window is
+/// tried, with a line saying so.
+async fn held_window(addr: SocketAddr, size: u32) -> ((u32, u32), Vec<TcpStream>) {
+    for _ in 0..WINDOWS {
+        let window = window(size);
+        let mut held = Vec::new();
+        while held.len() < size as usize {
+            match connect_in(addr, window).await {
+                Ok(stream) => held.push(stream),
+                Err(error) if error.raw_os_error() == Some(libc::EADDRNOTAVAIL) => break,
+                Err(error) => panic!("connecting in {window:?}: {error}"),
+            }
+        }
+        if held.len() == size as usize {
+            return (window, held);
+        }
+        eprintln!(
+            "only {} of {size} ports free in {window:?}: trying another window",
+            held.len()
+        );
+    }
+    panic!("no window of {size} free ports in {WINDOWS} tries");
+}
+
 /// The client closes first, the server reads the end and closes: the client's
 /// socket goes to TIME_WAIT holding its port.
-async fn connect_and_close_first(listener: &TcpListener, window: (u32, u32)) {
-    let client = connect_in(listener.local_addr().expect("address"), window)
-        .await
-        .expect("a port in the window");
+async fn close_first(listener: &TcpListener, client: TcpStream) {
     let (mut served, _) = listener.accept().await.expect("accepting");
     drop(client);
     let mut buffer = [0u8; 8];
@@ -50,17 +78,8 @@ async fn connect_fails_with_eaddrnotavail_when_every_port_toward_the_address_is_
             bind_loopback().await.expect("binding"),
             bind_loopback().await.expect("binding"),
         );
-        let window = window(2);
         // Two open connections hold both ports toward the first listener...
-        let mut held = Vec::new();
-        while held.len() < 2 {
-            match connect_in(first.local_addr().expect("address"), window).await {
-                Ok(stream) => held.push(stream),
-                // A port of the window taken by a listener elsewhere on the
-                // machine: no test of this window can pass or fail; say so.
-                Err(error) => panic!("only {} ports free in {window:?}: {error}", held.len()),
-            }
-        }
+        let (window, _held) = held_window(first.local_addr().expect("address"), 2).await;
         let refused = connect_in(first.local_addr().expect("address"), window)
             .await
             .expect_err("a third connection in a window of two ports");
@@ -91,8 +110,8 @@ async fn loopback_takes_a_time_wait_port_again_after_1_s() {
         assert_eq!(reuse.trim(), "2");
         let listener = bind_loopback().await.expect("binding");
         let addr = listener.local_addr().expect("address");
-        let window = window(1);
-        connect_and_close_first(&listener, window).await;
+        let (window, mut held) = held_window(addr, 1).await;
+        close_first(&listener, held.remove(0)).await;
         let closed = Instant::now();
         let refused = connect_in(addr, window)
             .await
