@@ -114,11 +114,20 @@ pub struct SpiralSummary {
     pub query_s_for_nobody: f64,
     /// Samples in which more queries ran than users waited.
     pub samples_running_above_waiting: u64,
+    /// The slow query's speed on this machine, timed once for the three
+    /// variants: rows a millisecond, from which the light and heavy queries
+    /// are sized.
+    pub rows_per_ms: f64,
 }
 
 pub async fn run_spiral(config: &CancellationConfig, out: &mut Output) -> Result<()> {
+    // One timing of the slow query for the three variants, so that they run
+    // the same queries and differ only in what stops one.
+    let rows_per_ms = SlowDatabase::open(1)
+        .context("timing the slow query")?
+        .rows_per_ms;
     for variant in SpiralVariant::ALL {
-        let (samples, summary) = spiral_variant(variant, config)
+        let (samples, summary) = spiral_variant(variant, config, rows_per_ms)
             .await
             .with_context(|| variant.name())?;
         for sample in &samples {
@@ -129,11 +138,14 @@ pub async fn run_spiral(config: &CancellationConfig, out: &mut Output) -> Result
     Ok(())
 }
 
+/// One variant, its queries sized from `rows_per_ms` (see [`run_spiral`]).
 pub async fn spiral_variant(
     variant: SpiralVariant,
     config: &CancellationConfig,
+    rows_per_ms: f64,
 ) -> Result<(Vec<SpiralSample>, SpiralSummary)> {
-    let database = SlowDatabase::open(config.pool_size).context("opening the database")?;
+    let database = SlowDatabase::open_at(config.pool_size, Some(rows_per_ms))
+        .context("opening the database")?;
     let service = Arc::new(Service {
         variant,
         light_rows: database.rows_for(config.lab(config.light_query_s)),
@@ -243,6 +255,7 @@ pub async fn spiral_variant(
             .iter()
             .filter(|sample| sample.running > sample.waiting)
             .count() as u64,
+        rows_per_ms,
     };
     Ok((samples, summary))
 }

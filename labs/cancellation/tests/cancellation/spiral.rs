@@ -6,6 +6,7 @@
 
 use lab_cancellation::{
     CancellationConfig,
+    db::SlowDatabase,
     spiral::{SpiralVariant, spiral_variant},
 };
 use lab_kit::Mode;
@@ -13,10 +14,13 @@ use lab_kit::Mode;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn propagated_cancellation_beats_a_long_query_timeout() {
     let config = CancellationConfig::for_mode(Mode::Quick);
-    let (long_samples, long) = spiral_variant(SpiralVariant::LongQueryTimeout, &config)
+    let speed = SlowDatabase::open(1)
+        .expect("the query is timed")
+        .rows_per_ms;
+    let (long_samples, long) = spiral_variant(SpiralVariant::LongQueryTimeout, &config, speed)
         .await
         .expect("the long-timeout spiral runs");
-    let (fixed_samples, fixed) = spiral_variant(SpiralVariant::Propagated, &config)
+    let (fixed_samples, fixed) = spiral_variant(SpiralVariant::Propagated, &config, speed)
         .await
         .expect("the propagated spiral runs");
     let label = format!("{long:?}\n{fixed:?}");
