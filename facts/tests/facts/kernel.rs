@@ -6,7 +6,10 @@
 use std::{os::fd::AsRawFd, time::Duration};
 
 use lab_facts::bounded;
-use lab_kit::net::bind_loopback;
+use lab_kit::{
+    net::bind_loopback,
+    procnet::{self, TcpState},
+};
 use tokio::{io::AsyncReadExt, net::TcpSocket};
 
 fn sysctl(path: &str) -> String {
@@ -81,30 +84,26 @@ async fn time_wait_lasts_60_s_on_the_side_that_closed_first() {
         assert_eq!(served.read(&mut buffer).await.expect("reading the end"), 0);
         drop(served);
         tokio::time::sleep(Duration::from_millis(100)).await;
-        let table = std::fs::read_to_string("/proc/net/tcp").expect("reading /proc/net/tcp");
-        // Columns: sl local remote st tx:rx tr:tm->when ...; TIME_WAIT is 06,
-        // its timer kind 3, and `when` counts down in clock ticks (USER_HZ).
         // The row is ours by both ports: another process's connection to
         // another server may have used the same local port seconds ago and
         // still be in TIME_WAIT (seen once, with 39 s left, among the tests
         // that run side by side).
-        let port_of = |column: &str| column.rsplit(':').next().map(str::to_string);
-        let row = table
-            .lines()
-            .skip(1)
-            .map(|line| line.split_whitespace().collect::<Vec<_>>())
-            .find(|columns| {
-                port_of(columns[1]) == Some(format!("{client_port:04X}"))
-                    && port_of(columns[2]) == Some(format!("{:04X}", addr.port()))
-                    && columns[3] == "06"
+        let row = procnet::tcp_sockets()
+            .expect("reading the socket tables")
+            .into_iter()
+            .find(|row| {
+                row.local_port == client_port
+                    && row.remote_port == addr.port()
+                    && row.state == TcpState::TimeWait as u8
             })
             .expect("the client's socket in TIME_WAIT");
-        let (kind, when) = row[5].split_once(':').expect("tr:tm->when");
-        let ticks = u64::from_str_radix(when, 16).expect("hex ticks");
+        // The `when` of `tr:tm->when` counts down in clock ticks (USER_HZ).
+        let ticks = row.timer_ticks;
         // SAFETY: sysconf has no preconditions.
         let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as u64;
         let seconds = ticks as f64 / hz as f64;
-        assert_eq!(kind, "03", "{row:?}");
+        // Timer kind 3: TIME_WAIT's.
+        assert_eq!(row.timer_kind, 3, "{row:?}");
         assert!(
             (55.0..=60.0).contains(&seconds),
             "{seconds} s left: {row:?}"

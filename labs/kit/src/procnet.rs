@@ -19,14 +19,16 @@ pub enum TcpState {
 }
 
 /// One row of the socket table: local and remote port, the state number, the
-/// clock ticks left on its timer (the `when` of `tr:tm->when`; a `TIME_WAIT`
-/// socket's time to live), and the socket's inode (what `/proc/<pid>/fd`
+/// kind of timer running (the `tr` of `tr:tm->when`: 3 is `TIME_WAIT`'s), the
+/// clock ticks left on it (the `when`; a `TIME_WAIT` socket's time to live),
+/// and the socket's inode (what `/proc/<pid>/fd`
 /// links name as `socket:[inode]`, so which process holds it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SocketRow {
     pub local_port: u16,
     pub remote_port: u16,
     pub state: u8,
+    pub timer_kind: u8,
     pub timer_ticks: u64,
     pub inode: u64,
 }
@@ -60,17 +62,20 @@ pub fn parse_table(text: &str) -> Result<Vec<SocketRow>> {
             let (_, hex) = address.rsplit_once(':').context("address without a port")?;
             u16::from_str_radix(hex, 16).with_context(|| format!("bad port {hex:?}"))
         };
+        let (timer_kind, timer_ticks) = match columns.get(5).and_then(|t| t.split_once(':')) {
+            Some((kind, when)) => (
+                u8::from_str_radix(kind, 16).with_context(|| format!("bad timer {kind:?}"))?,
+                u64::from_str_radix(when, 16).with_context(|| format!("bad timer {when:?}"))?,
+            ),
+            None => (0, 0),
+        };
         rows.push(SocketRow {
             local_port: port(columns[1])?,
             remote_port: port(columns[2])?,
             state: u8::from_str_radix(columns[3], 16)
                 .with_context(|| format!("bad state {:?}", columns[3]))?,
-            timer_ticks: match columns.get(5).and_then(|timer| timer.split_once(':')) {
-                Some((_, when)) => {
-                    u64::from_str_radix(when, 16).with_context(|| format!("bad timer {when:?}"))?
-                }
-                None => 0,
-            },
+            timer_kind,
+            timer_ticks,
             inode: match columns.get(9) {
                 Some(inode) => inode
                     .parse()
@@ -179,6 +184,7 @@ mod tests {
                 local_port: 8080,
                 remote_port: 0,
                 state: 0x0A,
+                timer_kind: 0,
                 timer_ticks: 0,
                 inode: 1
             }
@@ -189,6 +195,7 @@ mod tests {
                 local_port: 50000,
                 remote_port: 8080,
                 state: 0x06,
+                timer_kind: 3,
                 timer_ticks: 0xF8E,
                 inode: 0
             }
