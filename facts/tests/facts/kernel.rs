@@ -50,20 +50,7 @@ async fn somaxconn_caps_the_listen_backlog() {
     let asked = 65_535;
     let listener = socket.listen(asked).expect("listening");
     // For a listener, TCP_INFO's `tcpi_sacked` is the accept queue's limit.
-    // SAFETY: an all-zero tcp_info is a valid value of that plain C struct.
-    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
-    let mut length = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
-    // SAFETY: `info` is writable and `length` is its size.
-    let status = unsafe {
-        libc::getsockopt(
-            listener.as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_INFO,
-            (&mut info as *mut libc::tcp_info).cast(),
-            &mut length,
-        )
-    };
-    assert_eq!(status, 0, "TCP_INFO on the listener");
+    let info = lab_kit::procnet::tcp_info(listener.as_raw_fd()).expect("TCP_INFO on the listener");
     assert!(somaxconn < asked, "somaxconn {somaxconn} is no cap here");
     assert_eq!(info.tcpi_sacked, somaxconn, "the backlog asked was {asked}");
 }

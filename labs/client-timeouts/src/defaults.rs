@@ -134,21 +134,8 @@ pub(crate) fn fd_toward(peer: SocketAddr) -> Result<Option<i32>> {
 /// The kernel's TCP_INFO for a socket: segments received so far and
 /// milliseconds since the last ACK arrived.
 pub(crate) fn segments_and_last_ack(fd: i32) -> Option<(u32, u32)> {
-    // SAFETY: an all-zero tcp_info is a valid value of that plain C struct.
-    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
-    let mut length = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
-    // SAFETY: `info` is writable and `length` is its size; the kernel writes
-    // at most that many bytes.
-    let status = unsafe {
-        libc::getsockopt(
-            fd,
-            libc::IPPROTO_TCP,
-            libc::TCP_INFO,
-            (&mut info as *mut libc::tcp_info).cast(),
-            &mut length,
-        )
-    };
-    (status == 0).then_some((info.tcpi_segs_in, info.tcpi_last_ack_recv))
+    let info = lab_kit::procnet::tcp_info(fd).ok()?;
+    Some((info.tcpi_segs_in, info.tcpi_last_ack_recv))
 }
 
 /// Finds this process's socket connected to `peer` and reads its options.

@@ -75,10 +75,24 @@ impl DoctorConfig {
 }
 
 /// A server the lab points the doctor at.
+#[derive(Clone)]
 struct Subject {
     name: &'static str,
     command: Vec<String>,
     compressed: bool,
+}
+
+impl Subject {
+    /// Its command, listening on `port`.
+    fn command_on(&self, port: u16) -> Vec<String> {
+        let mut command = self.command.clone();
+        if self.name == "node" {
+            command.push(port.to_string());
+        } else {
+            command.extend(["--port".into(), port.to_string()]);
+        }
+        command
+    }
 }
 
 /// The Node server: Node's defaults, the same routes as the Rust services.
@@ -104,6 +118,9 @@ struct Tally {
     failed: usize,
     skipped: usize,
     took_s: f64,
+    /// How long the server went on working after its load checks, before
+    /// its turn passed to the next server (none for the last).
+    quiet_after_s: Option<f64>,
     /// Production seconds per second of this server's clock.
     time_scale: f64,
     /// The doctor's window and balancer idle timeout for this server, in
@@ -115,14 +132,30 @@ struct Tally {
     runtime: String,
 }
 
-/// Each finding as an indented line on stderr, under its server's line.
-struct Indented;
+/// Each finding as an indented line on stderr, named by its server (the
+/// servers are probed at once); and how long the server took to go quiet
+/// before its turn passed on.
+struct Indented {
+    server: &'static str,
+    quiet_after: std::sync::Mutex<Option<Duration>>,
+}
 
 impl Progress for Indented {
     fn started(&self, _checks: &[Check], _bound: Duration) {}
+    fn handed_on(&self, waited: Duration) {
+        eprintln!(
+            "  {} handed on after {:.2} s of waiting for quiet",
+            self.server,
+            waited.as_secs_f64()
+        );
+        if let Ok(mut quiet_after) = self.quiet_after.lock() {
+            *quiet_after = Some(waited);
+        }
+    }
     fn finished(&self, finding: &Finding, done: usize, of: usize) {
         eprintln!(
-            "  [{done}/{of}] {} {}: {}",
+            "  {} [{done}/{of}] {} {}: {}",
+            self.server,
             finding.grade.label(),
             finding.check,
             finding.measured
@@ -183,54 +216,45 @@ pub async fn run(mode: Mode, config: &DoctorConfig, out: &mut Output) -> Result<
 }
 
 async fn servers(config: &DoctorConfig, out: &mut Output) -> Result<()> {
-    let exe = std::env::current_exe().context("finding the lab's own binary")?;
-    let exe = exe.to_string_lossy().into_owned();
-    let mut subjects: Vec<Subject> = Service::ALL
-        .iter()
-        .map(|service| Subject {
-            name: service.name(),
-            command: vec![
-                exe.clone(),
-                "serve".into(),
-                service.name().into(),
-                "--scale".into(),
-                config.time_scale.to_string(),
-            ],
-            compressed: true,
-        })
-        .collect();
-    if node_available() {
-        subjects.push(Subject {
-            name: "node",
-            command: vec!["node".into(), NODE_SERVER.into()],
-            compressed: false,
-        });
-    } else {
-        eprintln!("doctor: node is not installed; the Node server's column says so");
-    }
-    let mut by_check: Vec<(Check, Vec<(&str, String)>)> = Check::ALL
-        .iter()
-        .map(|check| (*check, Vec::new()))
-        .collect();
-    for subject in &subjects {
-        let port = lab_kit::net::closed_loopback_port()?;
-        let mut command = subject.command.clone();
-        if subject.name == "node" {
-            command.push(port.to_string());
-        } else {
-            command.extend(["--port".into(), port.to_string()]);
-        }
-        let options = config.options(command, port, subject.compressed);
+    let subjects = subjects(config)?;
+    // All at once, their load checks in turn. The last (Node, where it is
+    // installed) takes the first turn: its window, in real seconds, is the
+    // longest, and the Rust services' loads run while it waits.
+    let mut turns = checks::Turn::in_order(subjects.len());
+    turns.rotate_left(1);
+    let ports = free_ports(subjects.len())?;
+    let mut probing = tokio::task::JoinSet::new();
+    for (index, ((subject, turn), port)) in
+        subjects.iter().cloned().zip(turns).zip(ports).enumerate()
+    {
+        let options = config.options(subject.command_on(port), port, subject.compressed);
         eprintln!(
             "doctor: {} on 127.0.0.1:{port} (balancer idle {:.2} s, window {:.2} s)",
             subject.name,
             options.balancer_idle.as_secs_f64(),
             options.window.as_secs_f64()
         );
-        let started = Instant::now();
-        let findings = checks::run(&options, &Indented)
-            .await
-            .with_context(|| format!("the doctor could not probe the {} server", subject.name))?;
+        probing.spawn(async move {
+            let started = Instant::now();
+            let progress = Indented {
+                server: subject.name,
+                quiet_after: std::sync::Mutex::new(None),
+            };
+            let findings = checks::run(&options, &progress, turn)
+                .await
+                .with_context(|| format!("the doctor could not probe the {} server", subject.name));
+            let quiet_after = progress.quiet_after.lock().ok().and_then(|waited| *waited);
+            (index, options, started.elapsed(), quiet_after, findings)
+        });
+    }
+    let mut probed: Vec<_> = probing.join_all().await;
+    probed.sort_by_key(|(index, ..)| *index);
+    let mut by_check: Vec<(Check, Vec<(&str, String)>)> = Check::ALL
+        .iter()
+        .map(|check| (*check, Vec::new()))
+        .collect();
+    for (subject, (_, options, took, quiet_after, findings)) in subjects.iter().zip(probed) {
+        let findings = findings?;
         let count = |grade| findings.iter().filter(|f| f.grade == grade).count();
         for finding in &findings {
             // A skip's reason is the cell: "skipped" alone says nothing.
@@ -261,7 +285,8 @@ async fn servers(config: &DoctorConfig, out: &mut Output) -> Result<()> {
                 warned: count(Grade::Warn),
                 failed: count(Grade::Fail),
                 skipped: count(Grade::Skip),
-                took_s: started.elapsed().as_secs_f64(),
+                took_s: took.as_secs_f64(),
+                quiet_after_s: quiet_after.map(|waited| waited.as_secs_f64()),
                 time_scale: if subject.compressed {
                     config.time_scale
                 } else {
@@ -289,6 +314,49 @@ async fn servers(config: &DoctorConfig, out: &mut Output) -> Result<()> {
         out.summary_of(check.name(), &row)?;
     }
     Ok(())
+}
+
+/// The servers, in the report's order: the Rust services, then Node where it
+/// is installed.
+fn subjects(config: &DoctorConfig) -> Result<Vec<Subject>> {
+    let exe = std::env::current_exe().context("finding the lab's own binary")?;
+    let exe = exe.to_string_lossy().into_owned();
+    let mut subjects: Vec<Subject> = Service::ALL
+        .iter()
+        .map(|service| Subject {
+            name: service.name(),
+            command: vec![
+                exe.clone(),
+                "serve".into(),
+                service.name().into(),
+                "--scale".into(),
+                config.time_scale.to_string(),
+            ],
+            compressed: true,
+        })
+        .collect();
+    if node_available() {
+        subjects.push(Subject {
+            name: "node",
+            command: vec!["node".into(), NODE_SERVER.into()],
+            compressed: false,
+        });
+    } else {
+        eprintln!("doctor: node is not installed; the Node server's column says so");
+    }
+    Ok(subjects)
+}
+
+/// `count` loopback ports that nothing listens on, all different: bound
+/// together by the kernel's choice, then closed.
+fn free_ports(count: usize) -> Result<Vec<u16>> {
+    let held = (0..count)
+        .map(|_| std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0)))
+        .collect::<std::io::Result<Vec<_>>>()
+        .context("binding 127.0.0.1:0")?;
+    held.iter()
+        .map(|listener| Ok(listener.local_addr()?.port()))
+        .collect()
 }
 
 /// `node --version` runs and succeeds.

@@ -63,7 +63,8 @@ pub fn main() -> ExitCode {
         .build()
         .map_err(anyhow::Error::from)
         .and_then(|runtime| {
-            let findings = runtime.block_on(checks::run(&options, &progress));
+            let findings =
+                runtime.block_on(checks::run(&options, &progress, checks::Turn::alone()));
             // Whatever a check left behind (a hung connection) is dropped here.
             runtime.shutdown_timeout(Duration::from_millis(200));
             findings

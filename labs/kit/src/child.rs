@@ -214,9 +214,48 @@ pub fn pid_exists(pid: i32) -> bool {
     std::path::Path::new(&format!("/proc/{pid}")).exists()
 }
 
+/// User plus system CPU time of process `pid` so far, ms (`/proc/<pid>/stat`,
+/// in clock ticks: 10 ms each where `CLK_TCK` is 100).
+pub fn cpu_ms(pid: i32) -> Result<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .with_context(|| format!("reading /proc/{pid}/stat"))?;
+    // After the command name in parentheses: state is field 3, utime 14 and
+    // stime 15 (proc(5)), so indices 11 and 12 of what follows.
+    let after_name = stat.rsplit_once(')').context("no ')' in stat")?.1;
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    let ticks = |index: usize| -> Result<f64> {
+        fields
+            .get(index)
+            .and_then(|field| field.parse::<f64>().ok())
+            .context("a short /proc/<pid>/stat")
+    };
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    Ok((ticks(11)? + ticks(12)?) * 1000.0 / per_second.max(1.0))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cpu_time_grows_while_a_process_works() {
+        let pid = std::process::id() as i32;
+        let before = cpu_ms(pid).expect("our own stat");
+        // Spin until it shows 50 ms more, or give up after 10 s of wall time
+        // (a busy machine may give this thread a fraction of a core).
+        let started = std::time::Instant::now();
+        let mut spin = 0u64;
+        let mut after = before;
+        while after - before < 50.0 && started.elapsed() < Duration::from_secs(10) {
+            for _ in 0..100_000 {
+                spin = std::hint::black_box(spin.wrapping_add(1));
+            }
+            after = cpu_ms(pid).expect("our own stat");
+        }
+        assert!(after - before >= 50.0, "{before} ms, then {after} ms");
+        assert!(cpu_ms(-1).is_err(), "no such process");
+    }
 
     #[tokio::test]
     async fn a_dropped_guard_leaves_no_process() {

@@ -1,5 +1,7 @@
 //! Reads the kernel's socket tables (/proc/net/tcp and /proc/net/tcp6), so a
-//! lab can count sockets in a given state as evidence rather than inference.
+//! lab can count sockets in a given state as evidence rather than inference,
+//! and one socket's own `TCP_INFO`, which costs a system call rather than a
+//! walk of the whole table.
 
 use std::fs;
 
@@ -144,6 +146,31 @@ pub fn count_at(server_port: u16, state: TcpState) -> Result<usize> {
 pub fn resets_sent() -> Result<u64> {
     let text = fs::read_to_string("/proc/net/snmp").context("reading /proc/net/snmp")?;
     parse_snmp_counter(&text, "Tcp:", "OutRsts")
+}
+
+/// The kernel's `TCP_INFO` for one socket of this process (its state in
+/// `tcpi_state`, numbered as [`TcpState`]). A closed or non-TCP descriptor is
+/// an error, never undefined behaviour: the kernel checks it.
+pub fn tcp_info(fd: std::os::fd::RawFd) -> std::io::Result<libc::tcp_info> {
+    // SAFETY: an all-zero tcp_info is a valid value of that plain C struct.
+    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+    let mut length = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+    // SAFETY: `info` is writable and `length` is its size; the kernel writes
+    // at most that many bytes.
+    let status = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            (&mut info as *mut libc::tcp_info).cast(),
+            &mut length,
+        )
+    };
+    if status == 0 {
+        Ok(info)
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
 }
 
 fn parse_snmp_counter(text: &str, prefix: &str, name: &str) -> Result<u64> {

@@ -25,7 +25,7 @@ use std::{
 };
 
 use anyhow::{Context, Result, bail};
-use lab_kit::child::ChildGuard;
+use lab_kit::child::{ChildGuard, cpu_ms};
 use serde::Serialize;
 use tokio::{
     io::{AsyncBufReadExt, BufReader},
@@ -133,25 +133,6 @@ fn soft_open_files_limit(pid: i32) -> Result<u64> {
         .and_then(|rest| rest.split_whitespace().next())
         .and_then(|soft| soft.parse().ok())
         .context("no Max open files in /proc/<pid>/limits")
-}
-
-/// User plus system CPU time of process `pid`, ms.
-fn cpu_ms(pid: i32) -> Result<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .with_context(|| format!("reading /proc/{pid}/stat"))?;
-    // After the command name in parentheses: state is field 3, utime 14 and
-    // stime 15 (proc(5)), so indices 11 and 12 of what follows.
-    let after_name = stat.rsplit_once(')').context("no ')' in stat")?.1;
-    let fields: Vec<&str> = after_name.split_whitespace().collect();
-    let ticks = |index: usize| -> Result<f64> {
-        fields
-            .get(index)
-            .and_then(|field| field.parse::<f64>().ok())
-            .context("a short /proc/<pid>/stat")
-    };
-    // SAFETY: sysconf has no memory-safety preconditions.
-    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
-    Ok((ticks(11)? + ticks(12)?) * 1000.0 / per_second.max(1.0))
 }
 
 /// The server process: started, its port read, its stderr counted.

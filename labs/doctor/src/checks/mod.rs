@@ -2,13 +2,17 @@
 //! is an HTTP server to probe, then the watching checks (and the handler
 //! deadline, one request waited on) side by side with the load checks one
 //! after another (so that one burst does not spoil another's timing), then,
-//! with a command, the shutdown.
+//! with a command, the shutdown. When the lab probes several servers at
+//! once, their load checks take turns ([`Turn`]).
 
 pub mod deadline;
 pub mod load;
 pub mod shutdown;
 pub mod slow_read;
+mod turn;
 pub mod watch;
+
+pub use turn::Turn;
 
 use std::{net::SocketAddr, process::Stdio, time::Duration};
 
@@ -19,7 +23,7 @@ use lab_keepalive_race::{
 };
 use lab_kit::child::ChildGuard;
 use lab_shutdown_drain::probe::wait_until_listening;
-use tokio::task::JoinSet;
+use tokio::{sync::mpsc, task::JoinSet};
 
 use crate::{
     finding::{Check, Finding},
@@ -117,134 +121,48 @@ async fn start(port: u16, command: &[String]) -> Result<ChildGuard> {
 pub trait Progress: Send + Sync {
     fn started(&self, checks: &[Check], bound: Duration);
     fn finished(&self, finding: &Finding, done: usize, of: usize);
+    /// The load checks handed the machine on to the next server, after
+    /// waiting this long for this one to go quiet ([`Turn::hand_on`]).
+    fn handed_on(&self, _waited: Duration) {}
 }
 
 /// Runs the chosen checks. `Err` means the doctor could not probe at all.
-pub async fn run(options: &Options, progress: &dyn Progress) -> Result<Vec<Finding>> {
-    let (host, addr, mut child) = match &options.target {
-        Target::Listening(target) => {
-            let addr = resolve_target(target, options.allow_remote).await?;
-            (target.clone(), addr, None)
-        }
-        Target::Command { port, command } => {
-            let child = start(*port, command).await?;
-            (
-                format!("127.0.0.1:{port}"),
-                SocketAddr::from(([127, 0, 0, 1], *port)),
-                Some(child),
-            )
-        }
-    };
-    first_answer(addr, &host, &options.paths.fast).await?;
-    let probe_of = Probe {
-        addr,
-        host,
-        options: options.clone(),
-    };
+/// `turn` is this server's place among servers probed at once (the lab);
+/// the `doctor` command probes one, `Turn::alone()`.
+pub async fn run(options: &Options, progress: &dyn Progress, turn: Turn) -> Result<Vec<Finding>> {
+    let (probe_of, mut child) = connect(options).await?;
     let wanted = |check: Check| options.checks.contains(&check);
-    // The watchers side by side; beside them the load checks and then the
-    // slow read, one after another; then the shutdown.
-    let limit_of = |check: Check| {
-        if wanted(check) {
-            bound(check, options)
-        } else {
-            Duration::ZERO
-        }
-    };
-    let chain = limit_of(Check::BlockedRuntime)
-        + limit_of(Check::Overload).max(limit_of(Check::RetryAfter))
-        + limit_of(Check::SlowRead);
-    let watchers = [
-        Check::IdleKeepAlive,
-        Check::SlowHead,
-        Check::SlowBody,
-        Check::HandlerDeadline,
-    ]
-    .into_iter()
-    .map(limit_of)
-    .max()
-    .unwrap_or_default();
-    let longest = watchers.max(chain) + limit_of(Check::Shutdown);
-    progress.started(&options.checks, longest);
+    progress.started(&options.checks, longest(options));
     let total = options.checks.len();
-    let mut findings = Vec::new();
+    let (found, mut findings_in) = mpsc::unbounded_channel();
     let mut running = JoinSet::new();
     // The checks that hold one connection (or one request) and wait: side by
     // side, each under its bound, so the run takes about one window.
-    let watching: [(Check, StartCheck); 4] = [
-        (Check::IdleKeepAlive, |p| {
-            Box::pin(async move { watch::idle_keepalive(&p).await })
-        }),
-        (Check::SlowHead, |p| {
-            Box::pin(async move { watch::slow_head(&p).await })
-        }),
-        (Check::SlowBody, |p| {
-            Box::pin(async move { watch::slow_body(&p).await })
-        }),
-        (Check::HandlerDeadline, |p| {
-            Box::pin(async move { deadline::handler_deadline(&p).await })
-        }),
-    ];
-    for (check, start_check) in watching {
+    for (check, start_check) in WATCHING {
         if wanted(check) {
             let limit = bound(check, options);
             let work = start_check(probe_of.clone());
-            running.spawn(async move { vec![bounded(check, limit, work).await] });
+            let found = found.clone();
+            running.spawn(async move {
+                let _ = found.send(Event::Found(bounded(check, limit, work).await));
+            });
         }
     }
-    // The load checks, one after another (a burst would spoil another's
-    // timing), beside the watchers; then the slow read, whose thousands of
-    // pipelined requests keep a server busy while they go in, which would
-    // slow the blocked-runtime check's canary before its burst.
-    let (loads_done, after_loads) = tokio::sync::oneshot::channel::<()>();
-    if wanted(Check::SlowRead) {
-        let limit = bound(Check::SlowRead, options);
-        let probe_of = probe_of.clone();
-        running.spawn(async move {
-            // Done or dropped: either way the loads are over.
-            let _ = after_loads.await;
-            let work = Box::pin(async { slow_read::slow_read(&probe_of).await });
-            vec![bounded(Check::SlowRead, limit, work).await]
-        });
-    }
-    let loads = {
-        let probe_of = probe_of.clone();
-        let options = options.clone();
-        async move {
-            let _done_when_dropped = loads_done;
-            let mut found = Vec::new();
-            let wanted = |check: Check| options.checks.contains(&check);
-            if wanted(Check::BlockedRuntime) {
-                let work = Box::pin(async { load::blocked_runtime(&probe_of).await });
-                let limit = bound(Check::BlockedRuntime, &options);
-                found.push(bounded(Check::BlockedRuntime, limit, work).await);
+    // Beside them, the checks that load the server.
+    let server = child.as_ref().map(ChildGuard::pid);
+    running.spawn(loads(probe_of.clone(), turn, server, found));
+    let mut findings = Vec::new();
+    while let Some(event) = findings_in.recv().await {
+        match event {
+            Event::Found(finding) => {
+                findings.push(finding);
+                progress.finished(findings.last().expect("just pushed"), findings.len(), total);
             }
-            if wanted(Check::Overload) || wanted(Check::RetryAfter) {
-                let limit = bound(Check::Overload, &options);
-                let (overload, retry_after) =
-                    match tokio::time::timeout(limit, load::overload(&probe_of)).await {
-                        Ok(Ok(pair)) => pair,
-                        Ok(Err(error)) => (
-                            failure(Check::Overload, limit, Some(&error)),
-                            failure(Check::RetryAfter, limit, Some(&error)),
-                        ),
-                        Err(_) => (
-                            failure(Check::Overload, limit, None),
-                            failure(Check::RetryAfter, limit, None),
-                        ),
-                    };
-                found.extend(wanted(Check::Overload).then_some(overload));
-                found.extend(wanted(Check::RetryAfter).then_some(retry_after));
-            }
-            found
+            Event::HandedOn(waited) => progress.handed_on(waited),
         }
-    };
-    running.spawn(loads);
+    }
     while let Some(done) = running.join_next().await {
-        for finding in done.context("a check panicked")? {
-            findings.push(finding);
-            progress.finished(findings.last().expect("just pushed"), findings.len(), total);
-        }
+        done.context("a check panicked")?;
     }
     // The shutdown check starts the command again itself.
     if let Some(mut child) = child.take() {
@@ -265,6 +183,139 @@ pub async fn run(options: &Options, progress: &dyn Progress) -> Result<Vec<Findi
             .position(|check| check.name() == finding.check)
     });
     Ok(findings)
+}
+
+/// The server to probe, started first if the reader gave its command, and
+/// its first answer.
+async fn connect(options: &Options) -> Result<(Probe, Option<ChildGuard>)> {
+    let (host, addr, child) = match &options.target {
+        Target::Listening(target) => {
+            let addr = resolve_target(target, options.allow_remote).await?;
+            (target.clone(), addr, None)
+        }
+        Target::Command { port, command } => {
+            let child = start(*port, command).await?;
+            (
+                format!("127.0.0.1:{port}"),
+                SocketAddr::from(([127, 0, 0, 1], *port)),
+                Some(child),
+            )
+        }
+    };
+    first_answer(addr, &host, &options.paths.fast).await?;
+    let probe_of = Probe {
+        addr,
+        host,
+        options: options.clone(),
+    };
+    Ok((probe_of, child))
+}
+
+/// The longest the checks can take: the watchers beside the loads, then the
+/// shutdown (on a turn of its own, add the turns before it).
+fn longest(options: &Options) -> Duration {
+    let limit_of = |check: Check| {
+        if options.checks.contains(&check) {
+            bound(check, options)
+        } else {
+            Duration::ZERO
+        }
+    };
+    let chain = limit_of(Check::BlockedRuntime)
+        + limit_of(Check::Overload).max(limit_of(Check::RetryAfter))
+        + limit_of(Check::SlowRead);
+    let watchers = WATCHING
+        .iter()
+        .map(|(check, _)| limit_of(*check))
+        .max()
+        .unwrap_or_default();
+    watchers.max(chain) + limit_of(Check::Shutdown)
+}
+
+/// The checks that hold a connection (or a request) and wait.
+const WATCHING: [(Check, StartCheck); 4] = [
+    (Check::IdleKeepAlive, |p| {
+        Box::pin(async move { watch::idle_keepalive(&p).await })
+    }),
+    (Check::SlowHead, |p| {
+        Box::pin(async move { watch::slow_head(&p).await })
+    }),
+    (Check::SlowBody, |p| {
+        Box::pin(async move { watch::slow_body(&p).await })
+    }),
+    (Check::HandlerDeadline, |p| {
+        Box::pin(async move { deadline::handler_deadline(&p).await })
+    }),
+];
+
+/// The checks that load the server, on this server's turn and one after
+/// another (a burst would spoil another's timing): the blocked runtime, the
+/// overload (and Retry-After), then the slow read, whose thousands of
+/// pipelined requests keep a server busy while they go in, which would slow
+/// the blocked-runtime check's canary before its burst. Once the slow read's
+/// writes stall and the server is quiet, the turn passes on while it watches.
+async fn loads(
+    probe_of: Probe,
+    mut turn: Turn,
+    server: Option<i32>,
+    found: mpsc::UnboundedSender<Event>,
+) {
+    let options = &probe_of.options;
+    let wanted = |check: Check| options.checks.contains(&check);
+    turn.take().await;
+    if wanted(Check::BlockedRuntime) {
+        let work = Box::pin(async { load::blocked_runtime(&probe_of).await });
+        let limit = bound(Check::BlockedRuntime, options);
+        let _ = found.send(Event::Found(
+            bounded(Check::BlockedRuntime, limit, work).await,
+        ));
+    }
+    if wanted(Check::Overload) || wanted(Check::RetryAfter) {
+        let limit = bound(Check::Overload, options);
+        let (overload, retry_after) =
+            match tokio::time::timeout(limit, load::overload(&probe_of)).await {
+                Ok(Ok(pair)) => pair,
+                Ok(Err(error)) => (
+                    failure(Check::Overload, limit, Some(&error)),
+                    failure(Check::RetryAfter, limit, Some(&error)),
+                ),
+                Err(_) => (
+                    failure(Check::Overload, limit, None),
+                    failure(Check::RetryAfter, limit, None),
+                ),
+            };
+        for (check, finding) in [
+            (Check::Overload, overload),
+            (Check::RetryAfter, retry_after),
+        ] {
+            if wanted(check) {
+                let _ = found.send(Event::Found(finding));
+            }
+        }
+    }
+    if wanted(Check::SlowRead) {
+        let limit = bound(Check::SlowRead, options);
+        let work = async {
+            let filled = slow_read::fill(&probe_of).await?;
+            if let Some(waited) = turn.hand_on(server).await {
+                let _ = found.send(Event::HandedOn(waited));
+            }
+            match filled {
+                slow_read::Filled::Stalled(stalled) => slow_read::watch(&probe_of, stalled).await,
+                slow_read::Filled::Found(finding) => Ok(finding),
+            }
+        };
+        let _ = found.send(Event::Found(bounded(Check::SlowRead, limit, work).await));
+    }
+    if let Some(waited) = turn.hand_on(server).await {
+        let _ = found.send(Event::HandedOn(waited));
+    }
+}
+
+/// What the checks running side by side report as they go.
+enum Event {
+    Found(Finding),
+    HandedOn(Duration),
 }
 
 /// A watching check, started on its own copy of the probe.

@@ -7,15 +7,22 @@
 //!
 //! The check keeps its receive buffer small, pipelines requests until a
 //! write stalls (the server stopped reading because it cannot write), then
-//! watches the socket's state in the kernel's table: the server's FIN shows
-//! as CLOSE_WAIT at once, whatever sits unread in the buffer, and a reset
-//! removes the socket.
+//! asks the kernel for the socket's state (`TCP_INFO`, a system call; the
+//! whole table in /proc/net/tcp costs milliseconds to read on a busy machine):
+//! the server's FIN shows as CLOSE_WAIT at once, whatever sits unread in the
+//! buffer, and a reset as CLOSE.
 
-use std::time::{Duration, Instant};
+use std::{
+    os::fd::AsRawFd,
+    time::{Duration, Instant},
+};
 
 use anyhow::{Context, Result};
-use lab_kit::procnet::{TcpState, tcp_sockets};
-use tokio::{io::AsyncWriteExt, net::TcpSocket};
+use lab_kit::procnet::{TcpState, tcp_info};
+use tokio::{
+    io::AsyncWriteExt,
+    net::{TcpSocket, TcpStream},
+};
 
 use super::Probe;
 use crate::finding::{Check, Finding, seconds};
@@ -28,11 +35,34 @@ const MOST: usize = 1_000_000;
 /// Against a remote host (`--allow-remote`), far fewer.
 const MOST_REMOTE: usize = 4_096;
 
+/// How the pipelining ended.
+pub enum Filled {
+    /// A write stalled: the server stopped reading.
+    Stalled(Stalled),
+    /// The check ended before a stall: closed, or never blocked.
+    Found(Finding),
+}
+
+/// A connection whose server's writes are blocked on our unread answers.
+pub struct Stalled {
+    stream: TcpStream,
+    sent: usize,
+    at: Instant,
+}
+
 // ANCHOR: slow_read
 pub async fn slow_read(probe_of: &Probe) -> Result<Finding> {
+    match fill(probe_of).await? {
+        Filled::Stalled(stalled) => watch(probe_of, stalled).await,
+        Filled::Found(finding) => Ok(finding),
+    }
+}
+
+/// The first half: pipeline requests until a write stalls.
+pub async fn fill(probe_of: &Probe) -> Result<Filled> {
     let path = match probe_of.options.paths.for_check(Check::SlowRead) {
         Ok(path) => path,
-        Err(skipped) => return Ok(skipped),
+        Err(skipped) => return Ok(Filled::Found(skipped)),
     };
     let socket = if probe_of.addr.is_ipv4() {
         TcpSocket::new_v4()
@@ -48,68 +78,72 @@ pub async fn slow_read(probe_of: &Probe) -> Result<Finding> {
         .await
         .context("connecting took over 2 s")?
         .with_context(|| format!("connecting to {}", probe_of.addr))?;
-    let local_port = stream.local_addr()?.port();
     let request = format!("GET {path} HTTP/1.1\r\nHost: {}\r\n\r\n", probe_of.host);
     let batch = request.repeat(BATCH).into_bytes();
     let mut sent = 0;
     let most = if probe_of.remote() { MOST_REMOTE } else { MOST };
-    let check = Check::SlowRead;
-    // Pipeline until a write stalls.
     loop {
         if sent >= most {
-            return Ok(Finding::skip(
-                check,
+            return Ok(Filled::Found(Finding::skip(
+                Check::SlowRead,
                 format!(
                     "the server answered {most} pipelined GET {path} without its writes ever \
                      blocking; give --read-path a route with a large answer"
                 ),
-            ));
+            )));
         }
         match tokio::time::timeout(STALLED, stream.write_all(&batch)).await {
             Err(_) => break,
             Ok(Ok(())) => sent += BATCH,
             Ok(Err(_)) => {
-                return Ok(Finding::pass(
-                    check,
+                return Ok(Filled::Found(Finding::pass(
+                    Check::SlowRead,
                     format!("closed while {sent} answers went unread"),
                     Some(0.0),
                     "the server ends a connection whose client does not read its answers",
-                ));
+                )));
             }
         }
     }
-    let stalled = Instant::now();
+    Ok(Filled::Stalled(Stalled {
+        stream,
+        sent,
+        at: Instant::now(),
+    }))
+}
+
+/// The second half: watch the stalled connection in the kernel's table for
+/// one window.
+pub async fn watch(probe_of: &Probe, stalled: Stalled) -> Result<Finding> {
     let window = probe_of.options.window;
-    let target_port = probe_of.addr.port();
-    while stalled.elapsed() < window {
+    while stalled.at.elapsed() < window {
         tokio::time::sleep(Duration::from_millis(50)).await;
-        let ours = tcp_sockets()?
-            .into_iter()
-            .find(|row| row.local_port == local_port && row.remote_port == target_port);
-        let ended = match ours {
-            None => Some("reset"),
-            Some(row) if row.state == TcpState::Established as u8 => None,
-            Some(row) if row.state == TcpState::CloseWait as u8 => Some("closed"),
-            Some(_) => Some("reset"),
+        let state = tcp_info(stalled.stream.as_raw_fd())
+            .context("reading the socket's TCP_INFO")?
+            .tcpi_state;
+        let ended = match state {
+            s if s == TcpState::Established as u8 => None,
+            s if s == TcpState::CloseWait as u8 => Some("closed"),
+            _ => Some("reset"),
         };
         if let Some(how) = ended {
-            let after = stalled.elapsed();
+            let after = stalled.at.elapsed();
             return Ok(Finding::pass(
-                check,
+                Check::SlowRead,
                 format!("{how} after {}", seconds(after)),
                 Some(after.as_secs_f64()),
                 "the server gives up on a client that stops reading its answers",
             ));
         }
     }
-    drop(stream);
     Ok(Finding::fail(
-        check,
+        Check::SlowRead,
         format!("still open at {}", seconds(window)),
         Some(window.as_secs_f64()),
         format!(
-            "after {sent} pipelined requests the server's writes blocked and it waited for the \
-             client to read, with no limit: a write timeout would end it (hyper has none)"
+            "after {} pipelined requests the server's writes blocked and it waited for the \
+             client to read, with no limit: a write timeout would end it (hyper has none)",
+            stalled.sent
         ),
     ))
 }
