@@ -119,7 +119,9 @@ struct Tally {
     skipped: usize,
     took_s: f64,
     /// How long the server went on working after its load checks, before
-    /// its turn passed to the next server (none for the last).
+    /// its turn passed to the next server (left out for the last, which
+    /// hands on to no one).
+    #[serde(skip_serializing_if = "Option::is_none")]
     quiet_after_s: Option<f64>,
     /// Production seconds per second of this server's clock.
     time_scale: f64,
