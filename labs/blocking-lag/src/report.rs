@@ -156,25 +156,3 @@ pub async fn build_report_chunked(rows: usize, chunk_rows: usize) -> Built {
     }
 }
 // ANCHOR_END: chunked
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test]
-    async fn chunked_and_blocking_reports_are_the_same_bytes() {
-        for (rows, chunk) in [
-            (0, 7),
-            (1, 7),
-            (1000, 7),
-            (2345, 100),
-            (5000, 5000),
-            (999, 1),
-        ] {
-            let blocking = build_report(rows);
-            let chunked = build_report_chunked(rows, chunk).await;
-            assert_eq!(blocking, chunked, "rows {rows}, chunk {chunk}");
-        }
-        assert!(build_report(1000).bytes > 1000 * 20);
-    }
-}

@@ -373,16 +373,3 @@ fn health_meanwhile(
     );
     Ok(latencies.summary())
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn reads_a_field_of_proc_status() {
-        let status = "Name:\tlab\nVmHWM:\t  9000 kB\nVmRSS:\t   5120 kB\nThreads:\t2\n";
-        assert_eq!(status_field_kib(status, "VmRSS"), Some(5120));
-        assert_eq!(status_field_kib(status, "VmHWM"), Some(9000));
-        assert_eq!(status_field_kib(status, "VmSwap"), None);
-    }
-}

@@ -83,7 +83,8 @@ impl QueryEnd {
 
 /// The pool, and the queries running in SQLite right now (by tag).
 pub struct SlowDatabase {
-    pool: Pool<Connection>,
+    /// The pool's connections, all to the one database of this pool.
+    pub pool: Pool<Connection>,
     pub size: usize,
     running: Arc<Mutex<BTreeSet<u64>>>,
     /// Rows the slow query counts per millisecond on this machine, alone.
@@ -240,35 +241,4 @@ fn calibrate(connection: &Connection) -> Result<f64> {
         best = best.min(started.elapsed().as_secs_f64() * 1000.0);
     }
     Ok(rows as f64 / best.max(0.01))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn every_connection_of_a_pool_sees_one_database_and_two_pools_do_not_share() {
-        let first = SlowDatabase::open(3).expect("the first pool opens");
-        let second = SlowDatabase::open(3).expect("the second pool opens");
-        for _ in 0..3 {
-            first.place_order(7).await.expect("an order is placed");
-        }
-        // Three inserts went through whichever connections the pool gave out;
-        // all three connections, held at once, count all three: one database.
-        let held = [
-            first.pool.get().await.expect("a connection"),
-            first.pool.get().await.expect("a second connection"),
-            first.pool.get().await.expect("a third connection"),
-        ];
-        for connection in &held {
-            let orders: i64 = connection
-                .query_row("SELECT count(*) FROM orders WHERE request = 7", [], |row| {
-                    row.get(0)
-                })
-                .expect("counted");
-            assert_eq!(orders, 3);
-        }
-        drop(held);
-        assert_eq!(second.orders_for(7).await.expect("counted"), 0);
-    }
 }

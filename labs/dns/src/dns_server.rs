@@ -22,9 +22,9 @@ use lab_kit::net::AbortOnDrop;
 use tokio::{net::UdpSocket, task::JoinSet};
 
 /// Record type codes (RFC 1035 3.2.2, RFC 3596).
-const TYPE_A: u16 = 1;
-const TYPE_AAAA: u16 = 28;
-const CLASS_IN: u16 = 1;
+pub const TYPE_A: u16 = 1;
+pub const TYPE_AAAA: u16 = 28;
+pub const CLASS_IN: u16 = 1;
 /// Response codes (RFC 1035 4.1.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u16)]
@@ -48,15 +48,18 @@ pub struct LoggedQuery {
     pub outcome: &'static str,
 }
 
+/// What the server knows and what it was asked: the state [`respond`] reads
+/// and writes.
 #[derive(Default)]
-struct Zone {
-    records: HashMap<String, Vec<IpAddr>>,
+pub struct Zone {
+    /// Name (lowercase, no trailing dot) to addresses.
+    pub records: HashMap<String, Vec<IpAddr>>,
     /// Names answered SERVFAIL (the server could not answer, as when its
     /// upstream is down), whatever `records` holds.
-    failing: Vec<String>,
-    ttl_s: u32,
-    delay: Duration,
-    log: Vec<LoggedQuery>,
+    pub failing: Vec<String>,
+    pub ttl_s: u32,
+    pub delay: Duration,
+    pub log: Vec<LoggedQuery>,
 }
 
 /// A running server; dropping it stops it and every answer it was delaying.
@@ -152,7 +155,7 @@ async fn serve(socket: Arc<UdpSocket>, zone: Arc<Mutex<Zone>>) {
 /// question (the name as length-prefixed labels, a type, a class), then the
 /// answers, each pointing back at the question's name, or for a negative
 /// answer one SOA record.
-fn respond(query: &[u8], zone: &mut Zone, started: Instant) -> Option<Vec<u8>> {
+pub fn respond(query: &[u8], zone: &mut Zone, started: Instant) -> Option<Vec<u8>> {
     if query.len() < 12 {
         return None;
     }
@@ -272,51 +275,5 @@ fn read_name(message: &[u8], start: usize) -> Option<(String, usize)> {
         let label = message.get(at..at + length)?;
         labels.push(String::from_utf8_lossy(label).to_ascii_lowercase());
         at += length;
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn question(name: &str, kind: u16) -> Vec<u8> {
-        let mut query = vec![0x12, 0x34, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0];
-        for label in name.split('.') {
-            query.push(label.len() as u8);
-            query.extend_from_slice(label.as_bytes());
-        }
-        query.push(0);
-        query.extend_from_slice(&kind.to_be_bytes());
-        query.extend_from_slice(&CLASS_IN.to_be_bytes());
-        query
-    }
-
-    #[test]
-    fn answers_known_names_and_logs_every_question() {
-        let mut zone = Zone {
-            ttl_s: 7,
-            ..Zone::default()
-        };
-        zone.records
-            .insert("api.lab.test".into(), vec![IpAddr::from([127, 0, 0, 2])]);
-        let started = Instant::now();
-        let reply = respond(&question("API.lab.test", TYPE_A), &mut zone, started).unwrap();
-        assert_eq!(&reply[..2], &[0x12, 0x34]);
-        assert_eq!(reply[3] & 0x0f, 0, "NOERROR");
-        assert_eq!(u16::from_be_bytes([reply[6], reply[7]]), 1, "one answer");
-        assert_eq!(&reply[reply.len() - 4..], &[127, 0, 0, 2]);
-        assert_eq!(
-            &reply[reply.len() - 10..reply.len() - 6],
-            &7u32.to_be_bytes()
-        );
-        let missing = respond(&question("nope.lab.test", TYPE_A), &mut zone, started).unwrap();
-        assert_eq!(missing[3] & 0x0f, 3, "NXDOMAIN");
-        assert_eq!(missing[9], 1, "an SOA in the authority section");
-        let no_v6 = respond(&question("api.lab.test", TYPE_AAAA), &mut zone, started).unwrap();
-        assert_eq!(no_v6[3] & 0x0f, 0);
-        assert_eq!(u16::from_be_bytes([no_v6[6], no_v6[7]]), 0, "NODATA");
-        let outcomes: Vec<&str> = zone.log.iter().map(|query| query.outcome).collect();
-        assert_eq!(outcomes, ["answer", "nxdomain", "nodata"]);
-        assert!(respond(&[0; 5], &mut zone, started).is_none());
     }
 }

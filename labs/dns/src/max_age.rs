@@ -47,25 +47,3 @@ impl MaxAgeClient {
     }
 }
 // ANCHOR_END: max_age
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_new_client_only_after_max_age() {
-        let built = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let counter = std::sync::Arc::clone(&built);
-        let clients = MaxAgeClient::new(Duration::from_millis(50), move || {
-            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            reqwest::Client::builder().no_proxy().build()
-        })
-        .unwrap();
-        clients.client().unwrap();
-        clients.client().unwrap();
-        assert_eq!(built.load(std::sync::atomic::Ordering::SeqCst), 1);
-        std::thread::sleep(Duration::from_millis(60));
-        clients.client().unwrap();
-        assert_eq!(built.load(std::sync::atomic::Ordering::SeqCst), 2);
-    }
-}

@@ -129,17 +129,3 @@ pub async fn run() -> Result<Comparison> {
     })
 }
 // ANCHOR_END: compare
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn reads_the_second_the_test_ended() {
-        let report =
-            "\u{1b}[0mWed Dec  2 2026:\u{1b}[0;36m\nTest ended on 6th second\nExit status:";
-        assert_eq!(ended_second(report), Some(6));
-        assert_eq!(ended_second("Test ended on 21st second"), Some(21));
-        assert_eq!(ended_second("no such line"), None);
-    }
-}

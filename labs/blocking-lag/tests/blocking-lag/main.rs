@@ -5,6 +5,7 @@
 //! module `streaming`.
 
 mod streaming;
+mod units;
 
 use std::{path::PathBuf, process::Stdio, time::Duration};
 

@@ -9,3 +9,4 @@ mod leave;
 mod provider;
 mod route;
 mod spiral;
+mod units;

@@ -361,19 +361,3 @@ fn retry_after(calls: &[Call]) -> Finding {
         "refused clients are told when to come back",
     )
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn reads_both_forms_of_retry_after() {
-        assert_eq!(retry_after_seconds(" 3 "), Some(3.0));
-        assert_eq!(
-            retry_after_seconds("Wed, 21 Oct 2015 07:28:00 GMT"),
-            Some(0.0)
-        );
-        assert_eq!(retry_after_seconds("soon"), None);
-        assert_eq!(retry_after_seconds("-1"), None);
-    }
-}

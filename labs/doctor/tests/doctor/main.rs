@@ -5,3 +5,4 @@
 mod doctor;
 mod no_write_timeout;
 mod slowhttptest;
+mod units;

@@ -1,8 +1,11 @@
 //! Each part's mechanism and its direction, in quick mode, called
 //! in-process on 127.0.0.0/8 and [::1], and the binary's bad-input path.
 //! Margins are wide (a noisy 2-core machine must not fail them), and every
-//! assertion still fails if the mechanism it names breaks. One file, so one
-//! test binary links the HTTP stack.
+//! assertion still fails if the mechanism it names breaks. One binary, so one
+//! test binary links the HTTP stack (the library's own tests are the module
+//! `units`).
+
+mod units;
 
 use lab_dns::{DnsConfig, blocking_pool, families, old_address, per_request, server_lookups};
 use lab_kit::Mode;

@@ -1,0 +1,210 @@
+//! The library's own tests, moved here from `#[cfg(test)]` modules: a library's unit
+//! tests are a second build of the whole library at opt-level 3 (6 s of a cold
+//! `cargo xtask test` here); in this binary they reuse the one `cargo xtask book` built.
+
+/// `checks/turn.rs`
+mod turn {
+    use std::time::Duration;
+
+    use lab_doctor::checks::Turn;
+
+    #[tokio::test]
+    async fn each_turn_waits_for_the_one_before() {
+        let mut turns = Turn::in_order(3);
+        let mut third = turns.pop().expect("three");
+        let mut second = turns.pop().expect("two");
+        let mut first = turns.pop().expect("one");
+        first.take().await;
+        let waiting = tokio::time::timeout(Duration::from_millis(50), second.take()).await;
+        assert!(
+            waiting.is_err(),
+            "the second took its turn before the first handed on"
+        );
+        first.hand_on(None).await;
+        tokio::time::timeout(Duration::from_secs(5), second.take())
+            .await
+            .expect("the second takes its turn once the first hands on");
+        // Dropped without handing on: the third goes on all the same.
+        drop(second);
+        tokio::time::timeout(Duration::from_secs(5), third.take())
+            .await
+            .expect("a dropped turn hands on");
+        Turn::alone().take().await;
+        assert_eq!(
+            Turn::alone().hand_on(None).await,
+            None,
+            "no one to hand on to"
+        );
+    }
+
+    #[tokio::test]
+    async fn hands_on_once_the_server_is_quiet() {
+        let mut turns = Turn::in_order(2);
+        let mut second = turns.pop().expect("two");
+        let mut first = turns.pop().expect("one");
+        // A process that spins until it is stopped (SIGSTOP) 400 ms later:
+        // then it exists and uses no CPU.
+        let mut busy = std::process::Command::new("sh")
+            .args(["-c", "while :; do :; done"])
+            .spawn()
+            .expect("sh starts");
+        let pid = busy.id() as i32;
+        let stopper = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(400)).await;
+            // SAFETY: kill has no memory-safety preconditions.
+            unsafe { libc::kill(pid, libc::SIGSTOP) };
+        });
+        let waited = first.hand_on(Some(pid)).await.expect("handed on");
+        stopper.await.expect("the stopper ran");
+        let _ = busy.kill();
+        let _ = busy.wait();
+        tokio::time::timeout(Duration::from_secs(1), second.take())
+            .await
+            .expect("handed on");
+        assert!(
+            waited >= Duration::from_millis(400),
+            "handed on after {waited:?}"
+        );
+        assert!(
+            waited < Duration::from_secs(2),
+            "a stopped process is quiet: {waited:?}"
+        );
+    }
+}
+
+/// `checks/load.rs`
+mod load {
+    use lab_doctor::checks::load::*;
+
+    #[test]
+    fn reads_both_forms_of_retry_after() {
+        assert_eq!(retry_after_seconds(" 3 "), Some(3.0));
+        assert_eq!(
+            retry_after_seconds("Wed, 21 Oct 2015 07:28:00 GMT"),
+            Some(0.0)
+        );
+        assert_eq!(retry_after_seconds("soon"), None);
+        assert_eq!(retry_after_seconds("-1"), None);
+    }
+}
+
+/// `options.rs`
+mod options {
+    use std::time::Duration;
+
+    use lab_doctor::{Check, options::*};
+
+    use lab_kit::flags::to_args as strings;
+
+    #[test]
+    fn reads_a_target_checks_and_flags() {
+        let options = parse(&strings(&[
+            "127.0.0.1:3000",
+            "slow-head",
+            "--window",
+            "3s",
+            "idle-keepalive",
+            "--json",
+        ]))
+        .unwrap();
+        assert_eq!(options.target, Target::Listening("127.0.0.1:3000".into()));
+        assert_eq!(options.checks, [Check::IdleKeepAlive, Check::SlowHead]);
+        assert_eq!(options.window, Duration::from_secs(3));
+        assert!(options.json);
+        let all = parse(&strings(&["localhost:1"])).unwrap();
+        assert_eq!(all.checks, Check::ALL);
+    }
+
+    #[test]
+    fn reads_a_command() {
+        let options = parse(&strings(&[
+            "--port", "8080", "shutdown", "--", "node", "s.js",
+        ]))
+        .unwrap();
+        assert_eq!(
+            options.target,
+            Target::Command {
+                port: 8080,
+                command: strings(&["node", "s.js"])
+            }
+        );
+        assert_eq!(options.checks, [Check::Shutdown]);
+    }
+
+    #[test]
+    fn refuses_bad_input_in_one_line() {
+        for (args, says) in [
+            (&["127.0.0.1:1", "bogus"][..], "unknown check \"bogus\""),
+            (&[], "no target"),
+            (&["a:1", "--window", "3"], "has no unit"),
+            (&["a:1", "--window", "-3s"], "between 1 ms and 1 hour"),
+            (&["a:1", "--slow-path", "x"], "is not a path"),
+            (&["a:1", "--bogus"], "unknown doctor flag \"--bogus\""),
+            (&["--port", "80"], "goes with a command"),
+            (&["a:1", "--", "node"], "needs --port"),
+            (&["a:1", "--max-in-flight", "2"], "between 16 and 1024"),
+        ] {
+            let error = parse(&strings(args)).unwrap_err();
+            let text = format!("{error:#}");
+            assert!(text.contains(says), "{args:?}: {text}");
+            assert!(!text.contains('\n'), "{args:?}: {text}");
+        }
+        assert_eq!(duration("250ms").unwrap(), Duration::from_millis(250));
+        assert_eq!(duration("2m").unwrap(), Duration::from_secs(120));
+    }
+}
+
+/// `compare.rs`
+mod compare {
+    use lab_doctor::compare::*;
+
+    #[test]
+    fn reads_the_second_the_test_ended() {
+        let report =
+            "\u{1b}[0mWed Dec  2 2026:\u{1b}[0;36m\nTest ended on 6th second\nExit status:";
+        assert_eq!(ended_second(report), Some(6));
+        assert_eq!(ended_second("Test ended on 21st second"), Some(21));
+        assert_eq!(ended_second("no such line"), None);
+    }
+}
+
+/// `finding.rs`
+mod finding {
+    use lab_doctor::finding::*;
+
+    /// The id mdBook gives a heading: lowercase, words joined by `-`,
+    /// punctuation dropped.
+    fn heading_id(heading: &str) -> String {
+        heading
+            .trim()
+            .to_lowercase()
+            .chars()
+            .filter_map(|c| match c {
+                ' ' => Some('-'),
+                c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_check_links_a_heading_that_exists() {
+        let book = concat!(env!("CARGO_MANIFEST_DIR"), "/../../book");
+        for check in Check::ALL {
+            let (page, fragment) = check.chapter().split_once('#').expect("a section");
+            let source = page.replace(".html", ".md");
+            let text = std::fs::read_to_string(format!("{book}/{source}"))
+                .unwrap_or_else(|error| panic!("{}: book/{source}: {error}", check.name()));
+            let ids: Vec<String> = text
+                .lines()
+                .filter_map(|line| line.strip_prefix('#'))
+                .map(|line| heading_id(line.trim_start_matches('#')))
+                .collect();
+            assert!(
+                ids.iter().any(|id| id == fragment),
+                "{}: no heading #{fragment} in book/{source}",
+                check.name()
+            );
+        }
+    }
+}
