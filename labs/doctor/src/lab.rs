@@ -217,45 +217,29 @@ pub async fn run(mode: Mode, config: &DoctorConfig, out: &mut Output) -> Result<
     Ok(())
 }
 
+/// One server's probe: its options, how long it took, how long it took to go
+/// quiet before handing on, and its findings.
+struct Probed {
+    options: Options,
+    took: Duration,
+    quiet_after: Option<Duration>,
+    findings: Result<Vec<Finding>>,
+}
+
 async fn servers(config: &DoctorConfig, out: &mut Output) -> Result<()> {
     let subjects = subjects(config)?;
-    // All at once, their load checks in turn. The last (Node, where it is
-    // installed) takes the first turn: its window, in real seconds, is the
-    // longest, and the Rust services' loads run while it waits.
-    let mut turns = checks::Turn::in_order(subjects.len());
-    turns.rotate_left(1);
-    let ports = free_ports(subjects.len())?;
-    let mut probing = tokio::task::JoinSet::new();
-    for (index, ((subject, turn), port)) in
-        subjects.iter().cloned().zip(turns).zip(ports).enumerate()
-    {
-        let options = config.options(subject.command_on(port), port, subject.compressed);
-        eprintln!(
-            "doctor: {} on 127.0.0.1:{port} (balancer idle {:.2} s, window {:.2} s)",
-            subject.name,
-            options.balancer_idle.as_secs_f64(),
-            options.window.as_secs_f64()
-        );
-        probing.spawn(async move {
-            let started = Instant::now();
-            let progress = Indented {
-                server: subject.name,
-                quiet_after: std::sync::Mutex::new(None),
-            };
-            let findings = checks::run(&options, &progress, turn)
-                .await
-                .with_context(|| format!("the doctor could not probe the {} server", subject.name));
-            let quiet_after = progress.quiet_after.lock().ok().and_then(|waited| *waited);
-            (index, options, started.elapsed(), quiet_after, findings)
-        });
-    }
-    let mut probed: Vec<_> = probing.join_all().await;
-    probed.sort_by_key(|(index, ..)| *index);
+    let probed = probe_all(config, &subjects).await?;
     let mut by_check: Vec<(Check, Vec<(&str, String)>)> = Check::ALL
         .iter()
         .map(|check| (*check, Vec::new()))
         .collect();
-    for (subject, (_, options, took, quiet_after, findings)) in subjects.iter().zip(probed) {
+    for (subject, probed) in subjects.iter().zip(probed) {
+        let Probed {
+            options,
+            took,
+            quiet_after,
+            findings,
+        } = probed;
         let findings = findings?;
         let count = |grade| findings.iter().filter(|f| f.grade == grade).count();
         for finding in &findings {
@@ -316,6 +300,52 @@ async fn servers(config: &DoctorConfig, out: &mut Output) -> Result<()> {
         out.summary_of(check.name(), &row)?;
     }
     Ok(())
+}
+
+/// Probes the servers at once, their load checks in turn, and returns what
+/// each found in `subjects`' order.
+async fn probe_all(config: &DoctorConfig, subjects: &[Subject]) -> Result<Vec<Probed>> {
+    // All at once, their load checks in turn. The last (Node, where it is
+    // installed) takes the first turn: its window, in real seconds, is the
+    // longest, and the Rust services' loads run while it waits.
+    let mut turns = checks::Turn::in_order(subjects.len());
+    turns.rotate_left(1);
+    let ports = free_ports(subjects.len())?;
+    let mut probing = tokio::task::JoinSet::new();
+    for (index, ((subject, turn), port)) in
+        subjects.iter().cloned().zip(turns).zip(ports).enumerate()
+    {
+        let options = config.options(subject.command_on(port), port, subject.compressed);
+        eprintln!(
+            "doctor: {} on 127.0.0.1:{port} (balancer idle {:.2} s, window {:.2} s)",
+            subject.name,
+            options.balancer_idle.as_secs_f64(),
+            options.window.as_secs_f64()
+        );
+        probing.spawn(async move {
+            let started = Instant::now();
+            let progress = Indented {
+                server: subject.name,
+                quiet_after: std::sync::Mutex::new(None),
+            };
+            let findings = checks::run(&options, &progress, turn)
+                .await
+                .with_context(|| format!("the doctor could not probe the {} server", subject.name));
+            let quiet_after = progress.quiet_after.lock().ok().and_then(|waited| *waited);
+            (
+                index,
+                Probed {
+                    options,
+                    took: started.elapsed(),
+                    quiet_after,
+                    findings,
+                },
+            )
+        });
+    }
+    let mut probed: Vec<_> = probing.join_all().await;
+    probed.sort_by_key(|(index, _)| *index);
+    Ok(probed.into_iter().map(|(_, probed)| probed).collect())
 }
 
 /// The servers, in the report's order: the Rust services, then Node where it
