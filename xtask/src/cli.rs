@@ -129,43 +129,7 @@ impl Task {
                     &["--all", "--quick", "--full", "--out", "--set", "--name"],
                     true,
                 )?;
-                let labs = match (words.has("--all"), words.positional.is_empty()) {
-                    (true, false) => return Err(usage("name labs or give --all, not both")),
-                    (true, true) => LabChoice::All,
-                    (false, _) => LabChoice::Named(words.positional.clone()),
-                };
-                let mut settings = lab_kit::Settings::default();
-                for pair in words.values("--set") {
-                    settings
-                        .push(&pair)
-                        .map_err(|error| usage(format!("{error:#}")))?;
-                }
-                let out = words.path("--out");
-                let name = words.value("--name").map(str::to_string);
-                if name.is_some() && out.is_none() {
-                    return Err(usage(
-                        "--name needs --out DIR (for example target/mine): the reference runs in book/data name no machine",
-                    ));
-                }
-                if !settings.is_empty() {
-                    if !matches!(&labs, LabChoice::Named(names) if names.len() == 1) {
-                        return Err(usage(
-                            "--set changes one lab's settings: name exactly one lab",
-                        ));
-                    }
-                    if out.is_none() {
-                        return Err(usage(
-                            "--set needs --out DIR (for example target/mine): the reference runs in book/data keep the lab's own settings",
-                        ));
-                    }
-                }
-                Task::Lab(LabCommand {
-                    labs,
-                    mode: words.mode()?,
-                    out,
-                    settings,
-                    name,
-                })
+                Task::Lab(words.lab()?)
             }
             "charts" => {
                 words.allow(&["--data"], false)?;
@@ -286,6 +250,48 @@ impl Words {
             return Err(usage("--solution goes with exercise verify <name>"));
         }
         Ok(command)
+    }
+
+    /// `lab <slug>... | --all [--quick | --full] [--out DIR] [--set
+    /// KEY=VALUE]... [--name NAME]`.
+    fn lab(&self) -> Result<LabCommand> {
+        let labs = match (self.has("--all"), self.positional.is_empty()) {
+            (true, false) => return Err(usage("name labs or give --all, not both")),
+            (true, true) => LabChoice::All,
+            (false, _) => LabChoice::Named(self.positional.clone()),
+        };
+        let mut settings = lab_kit::Settings::default();
+        for pair in self.values("--set") {
+            settings
+                .push(&pair)
+                .map_err(|error| usage(format!("{error:#}")))?;
+        }
+        let out = self.path("--out");
+        let name = self.value("--name").map(str::to_string);
+        if name.is_some() && out.is_none() {
+            return Err(usage(
+                "--name needs --out DIR (for example target/mine): the reference runs in book/data name no machine",
+            ));
+        }
+        if !settings.is_empty() {
+            if !matches!(&labs, LabChoice::Named(names) if names.len() == 1) {
+                return Err(usage(
+                    "--set changes one lab's settings: name exactly one lab",
+                ));
+            }
+            if out.is_none() {
+                return Err(usage(
+                    "--set needs --out DIR (for example target/mine): the reference runs in book/data keep the lab's own settings",
+                ));
+            }
+        }
+        Ok(LabCommand {
+            labs,
+            mode: self.mode()?,
+            out,
+            settings,
+            name,
+        })
     }
 
     fn has(&self, name: &str) -> bool {

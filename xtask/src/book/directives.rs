@@ -59,34 +59,7 @@ fn expand_one(name: &str, args: &str, to_root: &str, lab_data: &LabData) -> Resu
             );
             chart_figure(target, to_root, lab_data)
         }
-        "table" => {
-            let slug = words.next().context("missing lab slug")?;
-            let kind: PointKind = words.next().context("missing record kind")?.parse()?;
-            let fields: Vec<&str> = words.next().context("missing fields")?.split(',').collect();
-            // Optional, in any order: the series list, and `clock=simulated`
-            // for a table of a seeded simulation (its caption then says so), or
-            // `clock=real-time` for a part that ran uncompressed, or
-            // `clock=rows` for a part on a clock of its own, whose rows each
-            // carry the `time_scale` it ran at.
-            let mut series: Vec<&str> = Vec::new();
-            let mut clock = Clock::Measured;
-            for word in words {
-                match word.strip_prefix("clock=") {
-                    Some("simulated") => clock = Clock::Simulated,
-                    Some("measured") => clock = Clock::Measured,
-                    Some("real-time") => clock = Clock::RealTime,
-                    Some("rows") => clock = Clock::Rows,
-                    Some(other) => {
-                        bail!(
-                            "clock={other}: expected clock=measured, clock=real-time, clock=simulated or clock=rows"
-                        )
-                    }
-                    None if series.is_empty() => series = word.split(',').collect(),
-                    None => bail!("too many words"),
-                }
-            }
-            super::table::data_table(slug, kind, &fields, &series, clock, to_root, lab_data)
-        }
+        "table" => table(words, to_root, lab_data),
         "value" => {
             let usage = "usage: {{#value <slug> <series> <field>}}";
             let (Some(slug), Some(series), Some(field), None) =
@@ -99,15 +72,7 @@ fn expand_one(name: &str, args: &str, to_root: &str, lab_data: &LabData) -> Resu
         "widget" => {
             let name = words.next().context("usage: {{#widget <name>}}")?;
             ensure!(words.next().is_none(), "usage: {{{{#widget <name>}}}}");
-            ensure!(
-                lab_data.widgets.iter().any(|known| known == name),
-                "no widget named {name:?} in widgets/"
-            );
-            Ok(format!(
-                "\n<div class=\"lab-widget\" id=\"widget-{name}\" data-widget=\"{name}\">\
-                 <noscript>This widget needs JavaScript and WebAssembly.</noscript></div>\n\
-                 <script type=\"module\" src=\"{to_root}widgets/{name}/main.js\"></script>\n"
-            ))
+            widget(name, to_root, lab_data)
         }
         "duration" => {
             let rest: Vec<&str> = words.collect();
@@ -121,18 +86,7 @@ fn expand_one(name: &str, args: &str, to_root: &str, lab_data: &LabData) -> Resu
         "notes" => {
             let slug = words.next().context("usage: {{#notes <slug>}}")?;
             ensure!(words.next().is_none(), "usage: {{{{#notes <slug>}}}}");
-            let path = lab_data.book_dir.join("notes").join(format!("{slug}.md"));
-            let notes = std::fs::read_to_string(&path)
-                .with_context(|| format!("reading {}", path.display()))?;
-            // The notes' own directives (a fact's marker) are expanded too.
-            let notes = expand(&notes, to_root, lab_data)
-                .with_context(|| format!("book/notes/{slug}.md"))?;
-            // Hidden until the presenter toggle shows it (book/theme/presenter.js).
-            Ok(format!(
-                "\n<div class=\"speaker-notes\" data-notes=\"{slug}\">\n\n\
-                 **Speaker notes** (the presenter toggle, key `n`, shows and hides them)\n\n\
-                 {notes}\n\n</div>\n"
-            ))
+            speaker_notes(slug, to_root, lab_data)
         }
         "fact" => {
             let usage = "usage: {{#fact <id>}}";
@@ -163,6 +117,71 @@ fn expand_one(name: &str, args: &str, to_root: &str, lab_data: &LabData) -> Resu
         }
         _ => bail!("unknown directive"),
     }
+}
+
+/// `{{#table <slug> <kind> <fields> [series] [clock=...]}}`: a table of the
+/// lab's records.
+fn table(
+    mut words: std::str::SplitWhitespace<'_>,
+    to_root: &str,
+    lab_data: &LabData,
+) -> Result<String> {
+    let slug = words.next().context("missing lab slug")?;
+    let kind: PointKind = words.next().context("missing record kind")?.parse()?;
+    let fields: Vec<&str> = words.next().context("missing fields")?.split(',').collect();
+    // Optional, in any order: the series list, and `clock=simulated`
+    // for a table of a seeded simulation (its caption then says so), or
+    // `clock=real-time` for a part that ran uncompressed, or
+    // `clock=rows` for a part on a clock of its own, whose rows each
+    // carry the `time_scale` it ran at.
+    let mut series: Vec<&str> = Vec::new();
+    let mut clock = Clock::Measured;
+    for word in words {
+        match word.strip_prefix("clock=") {
+            Some("simulated") => clock = Clock::Simulated,
+            Some("measured") => clock = Clock::Measured,
+            Some("real-time") => clock = Clock::RealTime,
+            Some("rows") => clock = Clock::Rows,
+            Some(other) => {
+                bail!(
+                    "clock={other}: expected clock=measured, clock=real-time, clock=simulated or clock=rows"
+                )
+            }
+            None if series.is_empty() => series = word.split(',').collect(),
+            None => bail!("too many words"),
+        }
+    }
+    super::table::data_table(slug, kind, &fields, &series, clock, to_root, lab_data)
+}
+
+/// `{{#widget <name>}}`: the widget's element and the script that loads it.
+fn widget(name: &str, to_root: &str, lab_data: &LabData) -> Result<String> {
+    ensure!(
+        lab_data.widgets.iter().any(|known| known == name),
+        "no widget named {name:?} in widgets/"
+    );
+    Ok(format!(
+        "\n<div class=\"lab-widget\" id=\"widget-{name}\" data-widget=\"{name}\">\
+         <noscript>This widget needs JavaScript and WebAssembly.</noscript></div>\n\
+         <script type=\"module\" src=\"{to_root}widgets/{name}/main.js\"></script>\n"
+    ))
+}
+
+/// `{{#notes <slug>}}`: the chapter's speaker notes, hidden until the
+/// presenter shows them.
+fn speaker_notes(slug: &str, to_root: &str, lab_data: &LabData) -> Result<String> {
+    let path = lab_data.book_dir.join("notes").join(format!("{slug}.md"));
+    let notes =
+        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    // The notes' own directives (a fact's marker) are expanded too.
+    let notes =
+        expand(&notes, to_root, lab_data).with_context(|| format!("book/notes/{slug}.md"))?;
+    // Hidden until the presenter toggle shows it (book/theme/presenter.js).
+    Ok(format!(
+        "\n<div class=\"speaker-notes\" data-notes=\"{slug}\">\n\n\
+         **Speaker notes** (the presenter toggle, key `n`, shows and hides them)\n\n\
+         {notes}\n\n</div>\n"
+    ))
 }
 
 /// The comparison charts, or, in a book built from one machine's runs, how to

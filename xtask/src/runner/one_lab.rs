@@ -7,7 +7,7 @@ use std::{
     fs,
     io::{BufRead, BufReader, Write},
     path::Path,
-    process::{Command, Stdio},
+    process::{Child, ChildStderr, ChildStdout, Command, ExitStatus, Stdio},
     sync::mpsc,
     thread,
     time::{Duration, Instant},
@@ -117,7 +117,39 @@ pub fn run_lab_command(
     let group = GroupGuard::new(child.id() as libc::pid_t);
     let stdout = child.stdout.take().context("the lab's stdout is piped")?;
     let stderr = child.stderr.take().context("the lab's stderr is piped")?;
+    let events = read_streams(stdout, stderr);
 
+    let mut run = Watch::new(temporary_beside(destination)?);
+    let started = Instant::now();
+    while run.open_streams > 0 || run.exit_status.is_none() {
+        match events.recv_timeout(Duration::from_millis(50)) {
+            Ok(Event::Stdout(line_number, line)) => {
+                run.stdout_line(line_number, line, slug, &group)?;
+            }
+            Ok(Event::Stderr(line)) => {
+                on_stderr(&line);
+                run.stderr_line(line);
+            }
+            Ok(Event::StdoutClosed | Event::StderrClosed) => run.open_streams -= 1,
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => run.open_streams = 0,
+        }
+        if run.exit_status.is_none() {
+            run.check_exit(&mut child, &group, started, kill_after)?;
+        }
+        if run.streams_outlived_the_lab(&group) {
+            break;
+        }
+    }
+    let records = run.records;
+    let temp = run.verdict(&group)?;
+    persist(temp, destination)?;
+    Ok(RunOutput { records })
+}
+
+/// Reads the lab's stdout and stderr on a thread each, into one channel of
+/// events, each stream ending with its closed event.
+fn read_streams(stdout: ChildStdout, stderr: ChildStderr) -> mpsc::Receiver<Event> {
     let (sender, events) = mpsc::channel();
     let stdout_sender = sender.clone();
     thread::spawn(move || {
@@ -137,100 +169,143 @@ pub fn run_lab_command(
         }
         let _ = sender.send(Event::StderrClosed);
     });
+    events
+}
 
-    let mut temp = temporary_beside(destination)?;
-    let mut tail: VecDeque<String> = VecDeque::new();
-    let mut records = 0usize;
-    let mut failure: Option<anyhow::Error> = None;
-    let mut open_streams = 2;
-    let mut exit_status = None;
-    let mut exited_at: Option<Instant> = None;
-    let started = Instant::now();
+/// What `run_lab_command` knows of a run while it watches it: the records
+/// so far (in a temporary file), the last lines of stderr, the first
+/// failure, and whether the lab and its streams are done.
+struct Watch {
+    temp: NamedTempFile,
+    tail: VecDeque<String>,
+    records: usize,
+    failure: Option<anyhow::Error>,
+    open_streams: i32,
+    exit_status: Option<ExitStatus>,
+    exited_at: Option<Instant>,
+}
 
-    while open_streams > 0 || exit_status.is_none() {
-        match events.recv_timeout(Duration::from_millis(50)) {
-            Ok(Event::Stdout(line_number, line)) => {
-                if failure.is_some() {
-                    continue;
-                }
-                let checked = line
-                    .map_err(|error| anyhow!("{error}"))
-                    .and_then(|line| check_line(&line, line_number, slug).map(|()| line));
-                match checked {
-                    Ok(line) => {
-                        writeln!(temp, "{line}")
-                            .with_context(|| format!("writing {}", temp.path().display()))?;
-                        records += 1;
-                    }
-                    Err(error) => {
-                        failure =
-                            Some(error.context(format!(
-                                "stdout line {line_number} is not a valid record"
-                            )));
-                        group.kill();
-                    }
-                }
-            }
-            Ok(Event::Stderr(line)) => {
-                on_stderr(&line);
-                if tail.len() == STDERR_TAIL {
-                    tail.pop_front();
-                }
-                tail.push_back(line);
-            }
-            Ok(Event::StdoutClosed | Event::StderrClosed) => open_streams -= 1,
-            Err(mpsc::RecvTimeoutError::Timeout) => {}
-            Err(mpsc::RecvTimeoutError::Disconnected) => open_streams = 0,
+impl Watch {
+    fn new(temp: NamedTempFile) -> Watch {
+        Watch {
+            temp,
+            tail: VecDeque::new(),
+            records: 0,
+            failure: None,
+            open_streams: 2,
+            exit_status: None,
+            exited_at: None,
         }
-        if exit_status.is_none() {
-            if let Some(status) = child.try_wait().context("waiting for the lab")? {
-                exit_status = Some(status);
-                exited_at = Some(Instant::now());
-            } else if started.elapsed() > kill_after {
+    }
+
+    /// A stdout line: written out if it is a valid record; the first one
+    /// that is not fails the run and kills the lab, and the lines after it
+    /// are skipped.
+    fn stdout_line(
+        &mut self,
+        line_number: usize,
+        line: std::io::Result<String>,
+        slug: &str,
+        group: &GroupGuard,
+    ) -> Result<()> {
+        if self.failure.is_some() {
+            return Ok(());
+        }
+        let checked = line
+            .map_err(|error| anyhow!("{error}"))
+            .and_then(|line| check_line(&line, line_number, slug).map(|()| line));
+        match checked {
+            Ok(line) => {
+                writeln!(self.temp, "{line}")
+                    .with_context(|| format!("writing {}", self.temp.path().display()))?;
+                self.records += 1;
+            }
+            Err(error) => {
+                self.failure =
+                    Some(error.context(format!("stdout line {line_number} is not a valid record")));
                 group.kill();
-                let status = child.wait().context("reaping the killed lab")?;
-                exit_status = Some(status);
-                exited_at = Some(Instant::now());
-                failure
-                    .get_or_insert_with(|| anyhow!("did not finish within {kill_after:?}; killed"));
             }
         }
-        if let Some(exited) = exited_at
-            && open_streams > 0
-            && exited.elapsed() > STREAM_GRACE
-        {
-            // Something the lab started still holds its output open.
-            group.kill();
-            failure.get_or_insert_with(|| anyhow!("exited but left processes running (killed)"));
-            break;
-        }
+        Ok(())
     }
-    if failure.is_none() && group.any_alive() {
-        failure = Some(anyhow!("exited but left processes running (killed)"));
-    }
-    group.kill();
 
-    let status = exit_status.context("the lab's exit status is known")?;
-    if failure.is_none() && !status.success() {
-        failure = Some(anyhow!("exited with {status}"));
-    }
-    if failure.is_none() && records < 2 {
-        failure = Some(anyhow!(
-            "printed {records} records; a run needs a meta record and at least one result"
-        ));
-    }
-    if let Some(error) = failure {
-        let tail: Vec<String> = tail.into_iter().collect();
-        if tail.is_empty() {
-            return Err(error);
+    /// A stderr line, kept among the last `STDERR_TAIL`.
+    fn stderr_line(&mut self, line: String) {
+        if self.tail.len() == STDERR_TAIL {
+            self.tail.pop_front();
         }
-        return Err(anyhow!(
-            "{error:#}{STDERR_TAIL_JOIN}\n    {}",
-            tail.join("\n    ")
-        ));
+        self.tail.push_back(line);
     }
-    persist(temp, destination)?;
-    Ok(RunOutput { records })
+
+    /// Notes the lab's exit if it exited; past `kill_after` from `started`,
+    /// kills it and fails the run.
+    fn check_exit(
+        &mut self,
+        child: &mut Child,
+        group: &GroupGuard,
+        started: Instant,
+        kill_after: Duration,
+    ) -> Result<()> {
+        if let Some(status) = child.try_wait().context("waiting for the lab")? {
+            self.exit_status = Some(status);
+            self.exited_at = Some(Instant::now());
+        } else if started.elapsed() > kill_after {
+            group.kill();
+            let status = child.wait().context("reaping the killed lab")?;
+            self.exit_status = Some(status);
+            self.exited_at = Some(Instant::now());
+            self.failure
+                .get_or_insert_with(|| anyhow!("did not finish within {kill_after:?}; killed"));
+        }
+        Ok(())
+    }
+
+    /// True, once the lab is killed and the run failed, when its streams
+    /// stay open longer than `STREAM_GRACE` after it exited.
+    fn streams_outlived_the_lab(&mut self, group: &GroupGuard) -> bool {
+        let Some(exited) = self.exited_at else {
+            return false;
+        };
+        if self.open_streams == 0 || exited.elapsed() <= STREAM_GRACE {
+            return false;
+        }
+        // Something the lab started still holds its output open.
+        group.kill();
+        self.failure
+            .get_or_insert_with(|| anyhow!("exited but left processes running (killed)"));
+        true
+    }
+
+    /// The run's records if it was good; otherwise its first failure, with
+    /// the last lines of its stderr.
+    fn verdict(mut self, group: &GroupGuard) -> Result<NamedTempFile> {
+        if self.failure.is_none() && group.any_alive() {
+            self.failure = Some(anyhow!("exited but left processes running (killed)"));
+        }
+        group.kill();
+
+        let status = self.exit_status.context("the lab's exit status is known")?;
+        if self.failure.is_none() && !status.success() {
+            self.failure = Some(anyhow!("exited with {status}"));
+        }
+        let records = self.records;
+        if self.failure.is_none() && records < 2 {
+            self.failure = Some(anyhow!(
+                "printed {records} records; a run needs a meta record and at least one result"
+            ));
+        }
+        if let Some(error) = self.failure {
+            let tail: Vec<String> = self.tail.into_iter().collect();
+            if tail.is_empty() {
+                return Err(error);
+            }
+            return Err(anyhow!(
+                "{error:#}{STDERR_TAIL_JOIN}\n    {}",
+                tail.join("\n    ")
+            ));
+        }
+        Ok(self.temp)
+    }
 }
 
 /// What joins a failed lab's error to the last lines of its stderr.

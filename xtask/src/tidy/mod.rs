@@ -3,9 +3,10 @@
 //! a reference run and charts its data can feed, no internal link in the
 //! built book is broken, and the code keeps the house rules (a `//!` line
 //! atop every file, no test switched off, a chapter shows only its own lab's
-//! data, no file over 500 lines, no public type name defined twice), a
-//! sentence that compares quoted values is written as a claim, and every
-//! library fact the book marks has an entry and a test (or a source).
+//! data, no file over 500 lines, no function over 100 lines, no public type
+//! name defined twice), a sentence that compares quoted values is written as
+//! a claim, and every library fact the book marks has an entry and a test (or
+//! a source).
 
 use std::{
     collections::{BTreeMap, HashSet},
@@ -23,6 +24,7 @@ mod comparisons;
 mod facts;
 mod features;
 mod file_length;
+mod fn_length;
 mod includes;
 mod learning;
 mod paths;
@@ -215,7 +217,8 @@ fn check_rust_files(sources: &[(String, String)], problems: &mut Problems) {
 }
 
 /// The layout rules: every chapter shows only its own lab's data, no Rust
-/// file is over the line limit, no public type name is defined twice.
+/// file and no function is over its line limit, no public type name is
+/// defined twice.
 fn check_layout(
     project: &Project,
     chapters: &[PathBuf],
@@ -235,6 +238,7 @@ fn check_layout(
     }
     for (relative, text) in sources {
         file_length::check_file(relative, text, problems);
+        fn_length::check_file(relative, text, problems);
     }
     type_names::check(sources, problems);
     Ok(())
