@@ -101,7 +101,51 @@ pub(crate) fn summarise(
         "the server ran {} of {expected} reports",
         record.spans.len()
     );
-    let stalled_rounds = round_windows
+    let stalled_rounds = stalled_rounds(probes, round_windows);
+    let reports = ReportTimes::of(&record.spans, origin_ms);
+    let answers = Answers::of(probes, origin_ms)?;
+    let health_stats = answers.latency.summary();
+    let (lag, lag_sorted) = lag_points(record, origin_ms)?;
+
+    let summary = HandlerSummary {
+        runtime: setup.runtime_label(),
+        strategy: setup.offload_label().into(),
+        reports: setup.reports,
+        rows: config.rows,
+        rounds: round_windows.len(),
+        stalled_rounds,
+        report_start_ms: reports.start_ms,
+        report_end_ms: reports.end_ms,
+        report_starts_ms: reports.starts_ms,
+        report_ends_ms: reports.ends_ms,
+        report_ms: reports.mean_ms,
+        report_response_ms: response_ms.iter().copied().fold(f64::INFINITY, f64::min),
+        health_count: health_stats.count,
+        health_failed: answers.health_failed,
+        health_p50_ms: health_stats.p50_ms,
+        health_p99_ms: health_stats.p99_ms,
+        health_max_ms: health_stats.max_ms,
+        login_max_ms: answers.login_max_ms,
+        lag_count: lag_sorted.len(),
+        lag_p50_ms: percentile(&lag_sorted, 50.0),
+        lag_p99_ms: percentile(&lag_sorted, 99.0),
+        lag_max_ms: lag_sorted[lag_sorted.len() - 1],
+        report_polls: record.report_route.polls,
+        report_slow_polls: record.report_route.slow_polls,
+        report_slow_poll_ms: record.report_route.slow_poll_ms,
+        health_slow_polls: record.health_route.slow_polls,
+    };
+    Ok(Measured {
+        health: answers.health,
+        lag,
+        summary,
+    })
+}
+
+/// Rounds in which the slowest /health sent during the round waited at
+/// least half the round.
+fn stalled_rounds(probes: &[ProbeLine], round_windows: &[(f64, f64)]) -> usize {
+    round_windows
         .iter()
         .filter(|(start, end)| {
             let slowest = probes
@@ -112,62 +156,99 @@ pub(crate) fn summarise(
                 .fold(0.0, f64::max);
             slowest >= 0.5 * (end - start)
         })
-        .count();
-    let report_start = record
-        .spans
-        .iter()
-        .map(|span| span.start_ms)
-        .fold(f64::INFINITY, f64::min);
-    let report_end = record
-        .spans
-        .iter()
-        .map(|span| span.end_ms)
-        .fold(f64::NEG_INFINITY, f64::max);
-    let times = |pick: fn(&Span) -> f64| {
-        let mut times: Vec<f64> = record
-            .spans
-            .iter()
-            .map(|span| pick(span) - origin_ms)
-            .collect();
-        times.sort_by(f64::total_cmp);
-        times
-    };
-    let report_starts_ms = times(|span| span.start_ms);
-    let report_ends_ms = times(|span| span.end_ms);
-    let report_ms = record
-        .spans
-        .iter()
-        .map(|span| span.end_ms - span.start_ms)
-        .sum::<f64>()
-        / record.spans.len() as f64;
+        .count()
+}
 
-    let mut health = Vec::new();
-    let mut health_latency = Latencies::default();
-    let mut login_max_ms: f64 = 0.0;
-    let mut health_failed = 0;
-    for probe in probes {
-        let ok = probe.status == 200;
-        let latency = Duration::from_secs_f64(probe.ms.max(0.0) / 1000.0);
-        if probe.path == "/health" {
-            health_latency.record(latency);
-            health_failed += usize::from(!ok);
-            health.push(HealthSample {
-                t_ms: probe.sent_ms - origin_ms,
-                ms: probe.ms,
-                ok,
-            });
-        } else {
-            login_max_ms = login_max_ms.max(probe.ms);
+/// When the reports' computations ran, ms since the prober started.
+struct ReportTimes {
+    /// The first start and the last end.
+    start_ms: f64,
+    end_ms: f64,
+    /// Every start and every end, in time order.
+    starts_ms: Vec<f64>,
+    ends_ms: Vec<f64>,
+    /// Mean time one computation took.
+    mean_ms: f64,
+}
+
+impl ReportTimes {
+    fn of(spans: &[Span], origin_ms: f64) -> Self {
+        let start = spans
+            .iter()
+            .map(|span| span.start_ms)
+            .fold(f64::INFINITY, f64::min);
+        let end = spans
+            .iter()
+            .map(|span| span.end_ms)
+            .fold(f64::NEG_INFINITY, f64::max);
+        let times = |pick: fn(&Span) -> f64| {
+            let mut times: Vec<f64> = spans.iter().map(|span| pick(span) - origin_ms).collect();
+            times.sort_by(f64::total_cmp);
+            times
+        };
+        let mean_ms = spans
+            .iter()
+            .map(|span| span.end_ms - span.start_ms)
+            .sum::<f64>()
+            / spans.len() as f64;
+        Self {
+            start_ms: start - origin_ms,
+            end_ms: end - origin_ms,
+            starts_ms: times(|span| span.start_ms),
+            ends_ms: times(|span| span.end_ms),
+            mean_ms,
         }
     }
-    health.sort_by(|a, b| a.t_ms.total_cmp(&b.t_ms));
-    ensure!(
-        health_latency.len() >= 10,
-        "only {} /health answers",
-        health_latency.len()
-    );
-    let health_stats = health_latency.summary();
+}
 
+/// The prober's answers: /health on the timeline and its latency, the
+/// others (login) by their slowest.
+struct Answers {
+    health: Vec<HealthSample>,
+    latency: Latencies,
+    health_failed: usize,
+    login_max_ms: f64,
+}
+
+impl Answers {
+    fn of(probes: &[ProbeLine], origin_ms: f64) -> Result<Self> {
+        let mut health = Vec::new();
+        let mut latency = Latencies::default();
+        let mut login_max_ms: f64 = 0.0;
+        let mut health_failed = 0;
+        for probe in probes {
+            let ok = probe.status == 200;
+            let answer_time = Duration::from_secs_f64(probe.ms.max(0.0) / 1000.0);
+            if probe.path == "/health" {
+                latency.record(answer_time);
+                health_failed += usize::from(!ok);
+                health.push(HealthSample {
+                    t_ms: probe.sent_ms - origin_ms,
+                    ms: probe.ms,
+                    ok,
+                });
+            } else {
+                login_max_ms = login_max_ms.max(probe.ms);
+            }
+        }
+        health.sort_by(|a, b| a.t_ms.total_cmp(&b.t_ms));
+        ensure!(
+            latency.len() >= 10,
+            "only {} /health answers",
+            latency.len()
+        );
+        Ok(Self {
+            health,
+            latency,
+            health_failed,
+            login_max_ms,
+        })
+    }
+}
+
+/// The lag probe's wake-ups from the prober's start on, and their lateness
+/// sorted (never empty).
+fn lag_points(record: &ServerRecord, origin_ms: f64) -> Result<(Vec<LagPoint>, Vec<f64>)> {
     let lag: Vec<LagPoint> = record
         .lag
         .iter()
@@ -180,38 +261,5 @@ pub(crate) fn summarise(
     let mut lag_sorted: Vec<f64> = lag.iter().map(|point| point.ms).collect();
     lag_sorted.sort_by(f64::total_cmp);
     ensure!(!lag_sorted.is_empty(), "the lag probe never woke");
-
-    let summary = HandlerSummary {
-        runtime: setup.runtime_label(),
-        strategy: setup.offload_label().into(),
-        reports: setup.reports,
-        rows: config.rows,
-        rounds: round_windows.len(),
-        stalled_rounds,
-        report_start_ms: report_start - origin_ms,
-        report_end_ms: report_end - origin_ms,
-        report_starts_ms,
-        report_ends_ms,
-        report_ms,
-        report_response_ms: response_ms.iter().copied().fold(f64::INFINITY, f64::min),
-        health_count: health_stats.count,
-        health_failed,
-        health_p50_ms: health_stats.p50_ms,
-        health_p99_ms: health_stats.p99_ms,
-        health_max_ms: health_stats.max_ms,
-        login_max_ms,
-        lag_count: lag_sorted.len(),
-        lag_p50_ms: percentile(&lag_sorted, 50.0),
-        lag_p99_ms: percentile(&lag_sorted, 99.0),
-        lag_max_ms: lag_sorted[lag_sorted.len() - 1],
-        report_polls: record.report_route.polls,
-        report_slow_polls: record.report_route.slow_polls,
-        report_slow_poll_ms: record.report_route.slow_poll_ms,
-        health_slow_polls: record.health_route.slow_polls,
-    };
-    Ok(Measured {
-        health,
-        lag,
-        summary,
-    })
+    Ok((lag, lag_sorted))
 }

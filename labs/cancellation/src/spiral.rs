@@ -144,17 +144,7 @@ pub async fn spiral_variant(
     config: &CancellationConfig,
     rows_per_ms: f64,
 ) -> Result<(Vec<SpiralSample>, SpiralSummary)> {
-    let database = SlowDatabase::open_at(config.pool_size, Some(rows_per_ms))
-        .context("opening the database")?;
-    let service = Arc::new(Service {
-        variant,
-        light_rows: database.rows_for(config.lab(config.light_query_s)),
-        heavy_rows: database.rows_for(config.lab(config.heavy_query_s)),
-        database,
-        route_timeout: config.lab(config.route_timeout_s),
-        query_timeout: config.lab(config.query_timeout_s),
-        margin: config.lab(0.5),
-    });
+    let service = spiral_service(variant, config, rows_per_ms)?;
     let app = Router::new()
         .route("/query", get(query_route))
         .layer(TimeoutLayer::with_status_code(
@@ -225,12 +215,53 @@ pub async fn spiral_variant(
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     server.stop(Duration::from_millis(200)).await?;
-    let summary = SpiralSummary {
+    let summary = spiral_summary(
+        variant,
+        config,
+        request_id,
+        answered_in_time,
+        &samples,
+        rows_per_ms,
+    );
+    Ok((samples, summary))
+}
+
+/// The variant's service: its database, with the light and heavy queries
+/// sized from `rows_per_ms`, and the timeouts in lab time.
+fn spiral_service(
+    variant: SpiralVariant,
+    config: &CancellationConfig,
+    rows_per_ms: f64,
+) -> Result<Arc<Service>> {
+    let database = SlowDatabase::open_at(config.pool_size, Some(rows_per_ms))
+        .context("opening the database")?;
+    Ok(Arc::new(Service {
+        variant,
+        light_rows: database.rows_for(config.lab(config.light_query_s)),
+        heavy_rows: database.rows_for(config.lab(config.heavy_query_s)),
+        database,
+        route_timeout: config.lab(config.route_timeout_s),
+        query_timeout: config.lab(config.query_timeout_s),
+        margin: config.lab(0.5),
+    }))
+}
+
+/// What the variant's run came to: users offered and answered in time, and
+/// the sampler's peaks and sums.
+fn spiral_summary(
+    variant: SpiralVariant,
+    config: &CancellationConfig,
+    offered: u64,
+    answered_in_time: u64,
+    samples: &[SpiralSample],
+    rows_per_ms: f64,
+) -> SpiralSummary {
+    SpiralSummary {
         variant: variant.name(),
         pool_size: config.pool_size as u64,
-        offered: request_id,
+        offered,
         answered_in_time,
-        goodput_pct: answered_in_time as f64 * 100.0 / request_id.max(1) as f64,
+        goodput_pct: answered_in_time as f64 * 100.0 / offered.max(1) as f64,
         max_running: samples
             .iter()
             .map(|sample| sample.running)
@@ -256,6 +287,5 @@ pub async fn spiral_variant(
             .filter(|sample| sample.running > sample.waiting)
             .count() as u64,
         rows_per_ms,
-    };
-    Ok((samples, summary))
+    }
 }

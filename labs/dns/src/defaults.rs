@@ -41,26 +41,13 @@ pub fn rows(
     let idle = find(pools, &PoolLoad::DefaultIdle.series())?;
     let flooded = find(pools, &PoolLoad::DefaultFlooded.series())?;
     let small_busy = find(pools, &PoolLoad::SmallBusy.series())?;
-    // Part 4 is skipped on a machine without [::1] on loopback.
-    let fallback = find(families, &FamilyCase::SilentV6V6First.series()).ok();
-    let refused_first = find(families, &FamilyCase::V4ServerV6First.series()).ok();
-    let not_measured = || String::from("not measured: no [::1] on this machine's loopback");
     let default_switch = switches
         .iter()
         .find(|(name, _, _)| *name == PoolSetting::Default.series())
         .map(|(_, run, _)| run)
         .context("no result for the default pool's switch")?;
     let (ndots, cache_size, timeout_s, attempts, strategy) = hickory_defaults();
-    let row = |name: &str, setting: &str, measured: String, part: &str| {
-        (
-            format!("defaults/{name}"),
-            DefaultRow {
-                setting: setting.to_string(),
-                measured,
-                part: part.to_string(),
-            },
-        )
-    };
+    let [address_order, happy_eyeballs] = family_rows(families);
     Ok(vec![
         row(
             "resolver",
@@ -89,28 +76,8 @@ pub fn rows(
             ),
             "2",
         ),
-        row(
-            "address-order",
-            "which address first",
-            refused_first.map_or_else(not_measured, |refused_first| {
-                format!(
-                    "the resolver's order; [::1] refused, then {} answered after {:.1} ms",
-                    refused_first.answered_by, refused_first.ms
-                )
-            }),
-            "4",
-        ),
-        row(
-            "happy-eyeballs",
-            "Happy Eyeballs fallback (reqwest, hyper-util HttpConnector)",
-            fallback.map_or_else(not_measured, |fallback| {
-                format!(
-                    "the other family tried {:.0} ms after the first stalled",
-                    fallback.min_ms
-                )
-            }),
-            "4",
-        ),
+        address_order,
+        happy_eyeballs,
         row(
             "hickory",
             "hickory-resolver ResolverOpts::default()",
@@ -137,4 +104,49 @@ pub fn rows(
             "4",
         ),
     ])
+}
+
+/// One row, its series `defaults/<name>`.
+fn row(name: &str, setting: &str, measured: String, part: &str) -> (String, DefaultRow) {
+    (
+        format!("defaults/{name}"),
+        DefaultRow {
+            setting: setting.to_string(),
+            measured,
+            part: part.to_string(),
+        },
+    )
+}
+
+/// Part 4's rows: which address a connection tries first, and the Happy
+/// Eyeballs fallback.
+fn family_rows(families: &[(String, FamilyOutcome)]) -> [(String, DefaultRow); 2] {
+    // Part 4 is skipped on a machine without [::1] on loopback.
+    let fallback = find(families, &FamilyCase::SilentV6V6First.series()).ok();
+    let refused_first = find(families, &FamilyCase::V4ServerV6First.series()).ok();
+    let not_measured = || String::from("not measured: no [::1] on this machine's loopback");
+    [
+        row(
+            "address-order",
+            "which address first",
+            refused_first.map_or_else(not_measured, |refused_first| {
+                format!(
+                    "the resolver's order; [::1] refused, then {} answered after {:.1} ms",
+                    refused_first.answered_by, refused_first.ms
+                )
+            }),
+            "4",
+        ),
+        row(
+            "happy-eyeballs",
+            "Happy Eyeballs fallback (reqwest, hyper-util HttpConnector)",
+            fallback.map_or_else(not_measured, |fallback| {
+                format!(
+                    "the other family tried {:.0} ms after the first stalled",
+                    fallback.min_ms
+                )
+            }),
+            "4",
+        ),
+    ]
 }

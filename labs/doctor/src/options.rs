@@ -162,39 +162,8 @@ pub fn parse(args: &[String]) -> Result<Options> {
         None => (args, None),
     };
     // The words that are not flags or their values: the target and checks.
-    let mut flags = Vec::new();
-    let mut words = Vec::new();
-    let mut rest = args.iter();
-    while let Some(arg) = rest.next() {
-        if VALUE_FLAGS.contains(&arg.as_str()) {
-            flags.push(arg.clone());
-            flags.extend(rest.next().cloned());
-        } else if arg.starts_with('-') {
-            flags.push(arg.clone());
-        } else {
-            words.push(arg.as_str());
-        }
-    }
-    let mut options = Options {
-        target: Target::Listening(String::new()),
-        checks: Vec::new(),
-        paths: Paths {
-            fast: "/".into(),
-            body: None,
-            read: None,
-            slow: None,
-            heavy: None,
-            load: None,
-            ready: "/readyz".into(),
-        },
-        balancer_idle: Duration::from_secs(60),
-        window: Duration::from_secs(45),
-        caller_timeout: Duration::from_secs(1),
-        max_in_flight: 64,
-        grace: Duration::from_secs(30),
-        json: false,
-        allow_remote: false,
-    };
+    let (flags, mut words) = flags_and_words(args);
+    let mut options = defaults();
     let mut port = None;
     let mut parsed = Flags::new(&flags)
         .known(VALUE_FLAGS)
@@ -237,7 +206,61 @@ pub fn parse(args: &[String]) -> Result<Options> {
             _ => return Err(flag.unknown()),
         }
     }
-    options.target = match (port, command) {
+    options.target = target_from(port, command, &mut words)?;
+    options.checks = checks_named(words)?;
+    Ok(options)
+}
+
+/// The flags with their values, in order, and the other words.
+fn flags_and_words(args: &[String]) -> (Vec<String>, Vec<&str>) {
+    let mut flags = Vec::new();
+    let mut words = Vec::new();
+    let mut rest = args.iter();
+    while let Some(arg) = rest.next() {
+        if VALUE_FLAGS.contains(&arg.as_str()) {
+            flags.push(arg.clone());
+            flags.extend(rest.next().cloned());
+        } else if arg.starts_with('-') {
+            flags.push(arg.clone());
+        } else {
+            words.push(arg.as_str());
+        }
+    }
+    (flags, words)
+}
+
+/// The options before any flag: the defaults the usage gives.
+fn defaults() -> Options {
+    Options {
+        target: Target::Listening(String::new()),
+        checks: Vec::new(),
+        paths: Paths {
+            fast: "/".into(),
+            body: None,
+            read: None,
+            slow: None,
+            heavy: None,
+            load: None,
+            ready: "/readyz".into(),
+        },
+        balancer_idle: Duration::from_secs(60),
+        window: Duration::from_secs(45),
+        caller_timeout: Duration::from_secs(1),
+        max_in_flight: 64,
+        grace: Duration::from_secs(30),
+        json: false,
+        allow_remote: false,
+    }
+}
+
+/// A command to start when one follows `--` (with `--port`), or else the
+/// first word, `HOST:PORT`, which it takes from `words`.
+fn target_from(
+    port: Option<u16>,
+    command: Option<&[String]>,
+    words: &mut Vec<&str>,
+) -> Result<Target> {
+    Ok(match (port, command) {
         (Some(0), _) => bail!("--port 0: give the port the command will listen on"),
         (Some(port), Some(command)) if !command.is_empty() => Target::Command {
             port,
@@ -253,20 +276,24 @@ pub fn parse(args: &[String]) -> Result<Options> {
             words.remove(0);
             Target::Listening(target)
         }
-    };
+    })
+}
+
+/// The checks the words name, in the report's order; all of them when no
+/// word names one.
+fn checks_named(words: Vec<&str>) -> Result<Vec<Check>> {
     let mut checks = Vec::new();
     for word in words {
         let check = Check::named(word)
             .with_context(|| format!("unknown check {word:?} (the checks: {})", Check::names()))?;
         checks.push(check);
     }
-    options.checks = if checks.is_empty() {
+    Ok(if checks.is_empty() {
         Check::ALL.to_vec()
     } else {
         Check::ALL
             .into_iter()
             .filter(|check| checks.contains(check))
             .collect()
-    };
-    Ok(options)
+    })
 }

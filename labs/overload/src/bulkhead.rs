@@ -6,7 +6,12 @@
 use std::{sync::Arc, time::Duration};
 
 use anyhow::{Context, Result, anyhow, bail};
-use lab_kit::{Series, gauge::Gauge, stats::Latencies, together::side_by_side};
+use lab_kit::{
+    Series,
+    gauge::Gauge,
+    stats::{Latencies, LatencySummary},
+    together::side_by_side,
+};
 use serde::Serialize;
 use tokio::{sync::Semaphore, time::Instant};
 use tower::{
@@ -140,44 +145,17 @@ pub async fn bulkhead_case(setup: Bulkhead, config: &OverloadConfig) -> Result<B
     let scale = config.time_scale;
     let lab = |production_s: f64| on_lab_clock(production_s, scale);
     let epoch = Instant::now();
-    let provider = |slow: bool| DependencyConfig {
-        // Enough workers that a provider never queues: the lab is about the
-        // service's slots, not the provider's.
-        workers: 256,
-        service: lab(config.bulkhead_service_ms / 1000.0),
-        slow_service: lab(config.bulkhead_hang_s),
-        slow_from: lab(config.bulkhead_slow_from_s),
-        slow_until: if slow {
-            lab(config.bulkhead_slow_until_s)
-        } else {
-            Duration::ZERO
-        },
-        work_outlives_caller: false,
-        queue_limit: None,
-    };
-    let fast = Dependency::start(provider(false), epoch)
+    let fast = Dependency::start(provider_config(config, false), epoch)
         .await
         .context("the fast provider")?;
-    let flaky = Dependency::start(provider(setup != Bulkhead::Healthy), epoch)
+    let flaky = Dependency::start(provider_config(config, setup != Bulkhead::Healthy), epoch)
         .await
         .context("the flaky provider")?;
     let client = reqwest::Client::builder()
         .build()
         .context("building the service's client")?;
     let timeout = lab(config.bulkhead_call_timeout_s);
-    let slots = match setup {
-        Bulkhead::Healthy | Bulkhead::NoLimit | Bulkhead::ClientPerProvider => Slots::Unbounded,
-        Bulkhead::Shared => {
-            let pool = Arc::new(Semaphore::new(config.bulkhead_shared));
-            Slots::Semaphores([Arc::clone(&pool), pool])
-        }
-        Bulkhead::PerProvider => Slots::Semaphores(
-            [0, 1].map(|_| Arc::new(Semaphore::new(config.bulkhead_per_provider))),
-        ),
-        Bulkhead::PerProviderTower => Slots::Tower(
-            [0, 1].map(|_| tower_call(client.clone(), timeout, config.bulkhead_per_provider)),
-        ),
-    };
+    let slots = slots_for(setup, config, &client, timeout);
     let calls = Gauge::new();
     let waiting = Gauge::new();
     let deadline = lab(config.bulkhead_deadline_s);
@@ -223,17 +201,8 @@ pub async fn bulkhead_case(setup: Bulkhead, config: &OverloadConfig) -> Result<B
             users(1, flaky.url(), client.clone())
         )
     };
-    let summarize = |outcomes: Vec<(Duration, bool)>| {
-        let mut latencies = Latencies::default();
-        let mut failed = 0;
-        for (elapsed, ok) in outcomes {
-            latencies.record(elapsed);
-            failed += u64::from(!ok);
-        }
-        (in_production(latencies.summary(), scale), failed)
-    };
-    let (fast_summary, fast_failed) = summarize(fast_calls?);
-    let (flaky_summary, flaky_failed) = summarize(flaky_calls?);
+    let (fast_summary, fast_failed) = summarize(fast_calls?, scale);
+    let (flaky_summary, flaky_failed) = summarize(flaky_calls?, scale);
     if fast_summary.count == 0 {
         return Err(anyhow!("no user arrived for the fast provider"));
     }
@@ -252,4 +221,61 @@ pub async fn bulkhead_case(setup: Bulkhead, config: &OverloadConfig) -> Result<B
         peak_calls_in_service: calls.peak(),
         peak_waiting_for_a_slot: waiting.peak(),
     })
+}
+
+/// A provider that answers in `bulkhead_service_ms`; the flaky one (`slow`)
+/// hangs for `bulkhead_hang_s` between `bulkhead_slow_from_s` and
+/// `bulkhead_slow_until_s`.
+fn provider_config(config: &OverloadConfig, slow: bool) -> DependencyConfig {
+    let lab = |production_s: f64| on_lab_clock(production_s, config.time_scale);
+    DependencyConfig {
+        // Enough workers that a provider never queues: the lab is about the
+        // service's slots, not the provider's.
+        workers: 256,
+        service: lab(config.bulkhead_service_ms / 1000.0),
+        slow_service: lab(config.bulkhead_hang_s),
+        slow_from: lab(config.bulkhead_slow_from_s),
+        slow_until: if slow {
+            lab(config.bulkhead_slow_until_s)
+        } else {
+            Duration::ZERO
+        },
+        work_outlives_caller: false,
+        queue_limit: None,
+    }
+}
+
+/// The setup's slots: none, one pool for both providers, or a pool per
+/// provider (semaphores or tower's `ConcurrencyLimit`).
+fn slots_for(
+    setup: Bulkhead,
+    config: &OverloadConfig,
+    client: &reqwest::Client,
+    timeout: Duration,
+) -> Slots {
+    match setup {
+        Bulkhead::Healthy | Bulkhead::NoLimit | Bulkhead::ClientPerProvider => Slots::Unbounded,
+        Bulkhead::Shared => {
+            let pool = Arc::new(Semaphore::new(config.bulkhead_shared));
+            Slots::Semaphores([Arc::clone(&pool), pool])
+        }
+        Bulkhead::PerProvider => Slots::Semaphores(
+            [0, 1].map(|_| Arc::new(Semaphore::new(config.bulkhead_per_provider))),
+        ),
+        Bulkhead::PerProviderTower => Slots::Tower(
+            [0, 1].map(|_| tower_call(client.clone(), timeout, config.bulkhead_per_provider)),
+        ),
+    }
+}
+
+/// One provider's users: their latency in production time, and how many
+/// failed.
+fn summarize(outcomes: Vec<(Duration, bool)>, scale: f64) -> (LatencySummary, u64) {
+    let mut latencies = Latencies::default();
+    let mut failed = 0;
+    for (elapsed, ok) in outcomes {
+        latencies.record(elapsed);
+        failed += u64::from(!ok);
+    }
+    (in_production(latencies.summary(), scale), failed)
 }

@@ -20,7 +20,7 @@ use axum::{Router, http::StatusCode, routing::get};
 use lab_kit::{
     Series,
     net::AbortOnDrop,
-    server::{http1_builder, spawn_hyper},
+    server::{HyperServer, http1_builder, spawn_hyper},
     together::side_by_side,
 };
 use serde::Serialize;
@@ -201,10 +201,12 @@ async fn user_call(callers: &Callers) -> Ended {
     if answered { Ended::Ok } else { Ended::Failed }
 }
 
-async fn probe_case(case: ProbeCase, config: OverloadConfig) -> Result<ProbeOutcome> {
-    let scale = config.guard_time_scale;
-    let lab = move |production_s: f64| on_lab_clock(production_s, scale);
-    let service = lab(config.enrich_service_ms / 1000.0);
+/// The upstream: `/work` takes `service`, `/healthz` answers at once.
+///
+/// hyper in the kit's accept loop: dropping it closes the listener and
+/// every connection, as the death of the upstream's process would
+/// (`axum::serve`'s connections would outlive its task).
+async fn start_upstream(service: Duration) -> Result<HyperServer> {
     let app = Router::new()
         .route(
             "/work",
@@ -214,12 +216,35 @@ async fn probe_case(case: ProbeCase, config: OverloadConfig) -> Result<ProbeOutc
             }),
         )
         .route("/healthz", get(|| async { StatusCode::OK }));
-    // hyper in the kit's accept loop: dropping it closes the listener and
-    // every connection, as the death of the upstream's process would
-    // (`axum::serve`'s connections would outlive its task).
-    let upstream = spawn_hyper(http1_builder(None), app)
+    spawn_hyper(http1_builder(None), app)
         .await
-        .context("starting the upstream")?;
+        .context("starting the upstream")
+}
+
+/// When a gate (the breaker or the probe) first closed after the death at
+/// `died_s`, in production seconds; `None` if neither did.
+fn first_closed_s(callers: &Callers, died_s: f64) -> Option<f64> {
+    let breaker_opened_s = callers.breaker.as_ref().and_then(|breaker| {
+        breaker
+            .opened_s()
+            .into_iter()
+            .find(|opened_s| *opened_s >= died_s)
+    });
+    let probe_out_s = callers.probe.as_ref().and_then(|probe| {
+        let first = *probe.first_out_ms.lock().expect("no panic holds it");
+        first.map(|ms| ms / 1000.0)
+    });
+    [breaker_opened_s, probe_out_s]
+        .into_iter()
+        .flatten()
+        .reduce(f64::min)
+}
+
+async fn probe_case(case: ProbeCase, config: OverloadConfig) -> Result<ProbeOutcome> {
+    let scale = config.guard_time_scale;
+    let lab = move |production_s: f64| on_lab_clock(production_s, scale);
+    let service = lab(config.enrich_service_ms / 1000.0);
+    let upstream = start_upstream(service).await?;
     let client = reqwest::Client::builder()
         .no_proxy()
         .build()
@@ -275,20 +300,7 @@ async fn probe_case(case: ProbeCase, config: OverloadConfig) -> Result<ProbeOutc
     death.await.context("the upstream's death")?;
     // When a gate first closed after the death, in production seconds.
     let died_s = config.probe_dies_at_s;
-    let breaker_opened_s = callers.breaker.as_ref().and_then(|breaker| {
-        breaker
-            .opened_s()
-            .into_iter()
-            .find(|opened_s| *opened_s >= died_s)
-    });
-    let probe_out_s = callers.probe.as_ref().and_then(|probe| {
-        let first = *probe.first_out_ms.lock().expect("no panic holds it");
-        first.map(|ms| ms / 1000.0)
-    });
-    let opened_s = [breaker_opened_s, probe_out_s]
-        .into_iter()
-        .flatten()
-        .reduce(f64::min);
+    let opened_s = first_closed_s(&callers, died_s);
     let count = |keep: &dyn Fn(f64, Ended) -> bool| {
         calls
             .iter()

@@ -181,25 +181,38 @@ async fn start(exe: &Path, args: &FdServerArgs) -> Result<ServerProcess> {
     })
 }
 
+/// The server started with its low limit: its process, the soft limit it
+/// got, and the descriptors it holds before any client (an error when that
+/// leaves no room for a slow client and the probe).
+async fn start_with_limit(
+    config: &ServerTimeoutsConfig,
+    server: FdServer,
+    hardening: Hardening,
+) -> Result<(ServerProcess, u64, u64)> {
+    let args = FdServerArgs {
+        server,
+        open_files: config.descriptor_limit,
+        hardening,
+    };
+    let process = start(&config.fd_server_exe, &args).await?;
+    let pid = process.child.pid();
+    let limit = soft_open_files_limit(pid)?;
+    let baseline_fds = fds_below(pid, limit)?;
+    if baseline_fds + 2 > limit {
+        bail!("the server holds {baseline_fds} descriptors of its {limit} before any client");
+    }
+    Ok((process, limit, baseline_fds))
+}
+
 /// One server through the schedule.
 pub async fn fill_one(
     config: &ServerTimeoutsConfig,
     server: FdServer,
     hardening: Hardening,
 ) -> Result<DescriptorExhaustion> {
-    let args = FdServerArgs {
-        server,
-        open_files: config.descriptor_limit,
-        hardening,
-    };
-    let mut process = start(&config.fd_server_exe, &args).await?;
+    let (mut process, limit, baseline_fds) = start_with_limit(config, server, hardening).await?;
     let pid = process.child.pid();
     let addr = std::net::SocketAddr::from(([127, 0, 0, 1], process.port));
-    let limit = soft_open_files_limit(pid)?;
-    let baseline_fds = fds_below(pid, limit)?;
-    if baseline_fds + 2 > limit {
-        bail!("the server holds {baseline_fds} descriptors of its {limit} before any client");
-    }
     // 1. Slow clients, one every interval, until the server is full.
     let slow_clients = limit - baseline_fds;
     let interval = config.lab(1.0 / config.slow_clients_per_s);
@@ -246,17 +259,7 @@ pub async fn fill_one(
     // 3. The release.
     tokio::time::sleep_until((sent + hold).into()).await;
     let cpu_ms_while_full = cpu_ms(pid)? - cpu_before;
-    let mut slow_closed_by_server = 0;
-    let mut buffer = [0u8; 64];
-    for connection in &slow {
-        match connection.try_read(&mut buffer) {
-            Ok(0) => slow_closed_by_server += 1,
-            Err(error) if error.kind() != std::io::ErrorKind::WouldBlock => {
-                slow_closed_by_server += 1
-            }
-            _ => {}
-        }
-    }
+    let slow_closed_by_server = closed_by_server(&slow);
     let released = Instant::now();
     drop(slow);
     let (answer, answered_at) = answer.await.context("the probe's task")?;
@@ -268,11 +271,7 @@ pub async fn fill_one(
     let answered_while_held = status.is_some() && answered_at < released;
     let probe_wait = answered_at - sent;
     let after_release = answered_at.saturating_duration_since(released);
-    let probe_verdict = match (status, answered_while_held) {
-        (None, _) => "no answer".to_string(),
-        (Some(code), true) => format!("answered {code} while the slow clients held on"),
-        (Some(code), false) => format!("answered {code} after the slow clients left"),
-    };
+    let probe_verdict = verdict(status, answered_while_held);
     process.child.kill_group()?;
     let stderr_bytes = process.stderr.join().unwrap_or_default();
     let lab_ms = |duration: Duration| duration.as_secs_f64() * 1000.0;
@@ -298,6 +297,32 @@ pub async fn fill_one(
         cpu_ms_while_full,
         stderr_bytes,
     })
+}
+
+/// Slow clients whose connection the server has closed: a read that finds
+/// the end of the stream or an error other than "nothing yet".
+fn closed_by_server(slow: &[TcpStream]) -> u64 {
+    let mut slow_closed_by_server = 0;
+    let mut buffer = [0u8; 64];
+    for connection in slow {
+        match connection.try_read(&mut buffer) {
+            Ok(0) => slow_closed_by_server += 1,
+            Err(error) if error.kind() != std::io::ErrorKind::WouldBlock => {
+                slow_closed_by_server += 1
+            }
+            _ => {}
+        }
+    }
+    slow_closed_by_server
+}
+
+/// What happened to the probe, in words.
+fn verdict(status: Option<u16>, answered_while_held: bool) -> String {
+    match (status, answered_while_held) {
+        (None, _) => "no answer".to_string(),
+        (Some(code), true) => format!("answered {code} while the slow clients held on"),
+        (Some(code), false) => format!("answered {code} after the slow clients left"),
+    }
 }
 
 /// Both servers at once, and the lab process's own limits.

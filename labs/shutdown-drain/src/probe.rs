@@ -122,18 +122,8 @@ async fn get(client: &reqwest::Client, url: &str, timeout: Duration) -> (Seen, i
 /// reaped before this returns, whatever happened.
 pub async fn probe(config: &ShutdownProbeConfig) -> Result<ShutdownProbeReport> {
     let target = SocketAddr::from((Ipv4Addr::LOCALHOST, config.port));
-    if tokio::net::TcpStream::connect(target).await.is_ok() {
-        bail!("something already listens on {target}: stop it, or pick another --port");
-    }
-    // The command's stdout goes to our stderr: our stdout is the report.
-    let mut child = ChildGuard::spawn(
-        &config.command[0],
-        &config.command[1..],
-        Stdio::from(std::io::stderr()),
-    )?;
+    let (mut child, listened_after_ms) = start_command(config, target).await?;
     let pid = child.pid();
-    eprintln!("probe: started pid {pid}: {}", config.command.join(" "));
-    let listened_after_ms = wait_until_listening(&mut child, target, config.start_timeout).await?;
     let base = format!("http://{target}");
     let short = Duration::from_millis(1_000);
     // A fresh connection per readiness poll, as a kubelet probe makes.
@@ -221,6 +211,27 @@ pub async fn probe(config: &ShutdownProbeConfig) -> Result<ShutdownProbeReport> 
         killed_after_grace,
     };
     Ok(ShutdownProbeReport::from_observed(&observed, config))
+}
+
+/// Starts the command once nothing else listens on `target`, and waits
+/// until it listens there: the child, and the ms that took.
+async fn start_command(
+    config: &ShutdownProbeConfig,
+    target: SocketAddr,
+) -> Result<(ChildGuard, f64)> {
+    if tokio::net::TcpStream::connect(target).await.is_ok() {
+        bail!("something already listens on {target}: stop it, or pick another --port");
+    }
+    // The command's stdout goes to our stderr: our stdout is the report.
+    let mut child = ChildGuard::spawn(
+        &config.command[0],
+        &config.command[1..],
+        Stdio::from(std::io::stderr()),
+    )?;
+    let pid = child.pid();
+    eprintln!("probe: started pid {pid}: {}", config.command.join(" "));
+    let listened_after_ms = wait_until_listening(&mut child, target, config.start_timeout).await?;
+    Ok((child, listened_after_ms))
 }
 
 /// Waits until `target` accepts a connection; the ms it took. Fails, killing
