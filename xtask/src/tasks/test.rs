@@ -65,8 +65,9 @@ pub fn run(project: &Project) -> Result<()> {
     // own runs (see `lab_tests`).
     let _ = steps.run("lab tests (release)", || lab_tests::run(project));
     // The exercises' checks from the same build: each must fail as shipped
-    // and pass with its solution (one run each way, one after another, since
-    // each check measures time on this machine).
+    // and pass with its solution (one run each way), scheduled like the lab
+    // tests: a lane per timer-bound lab side by side, the others alone, since
+    // each check measures time on this machine.
     let _ = steps.run("exercises: fail as shipped, pass solved", || {
         super::exercise_checks::run(project)
     });
