@@ -14,7 +14,7 @@ use std::{
     path::{Path, PathBuf},
     process::{Command, Stdio},
     thread,
-    time::{Duration, Instant, SystemTime},
+    time::{Duration, SystemTime},
 };
 
 use anyhow::{Context, Result, bail};
@@ -233,21 +233,11 @@ pub(crate) fn run_bounded(
     let mut child = command
         .spawn()
         .with_context(|| format!("starting the check of {name}"))?;
-    let started = Instant::now();
-    loop {
-        if let Some(status) = child.try_wait()? {
-            return Ok(Some(status));
-        }
-        if started.elapsed() > KILL_AFTER {
-            // SAFETY: kill(2) on the process group the check leads.
-            unsafe {
-                libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL);
-            }
-            let _ = child.wait();
-            return Ok(None);
-        }
-        thread::sleep(Duration::from_millis(50));
-    }
+    Ok(lab_kit::process::wait_or_kill_group(
+        &mut child,
+        KILL_AFTER,
+        Duration::from_millis(50),
+    )?)
 }
 
 /// Verifies, then again whenever a file under the exercise's `src/` or

@@ -45,12 +45,8 @@ pub fn unregister(group: libc::pid_t) {
 extern "C" fn on_signal(signal: libc::c_int) {
     for slot in &GROUPS {
         let group = slot.load(Ordering::SeqCst);
-        if group > 0 {
-            // SAFETY: kill(2) is async-signal-safe.
-            unsafe {
-                libc::kill(-group, libc::SIGKILL);
-            }
-        }
+        // Only kill(2) inside: async-signal-safe.
+        lab_kit::process::kill_group(group);
     }
     // SAFETY: _exit(2) is async-signal-safe; 128 + signal is the shell's convention.
     unsafe { libc::_exit(128 + signal) }

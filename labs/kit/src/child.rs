@@ -30,7 +30,6 @@
 
 use std::{
     ffi::OsStr,
-    io,
     os::unix::process::ExitStatusExt,
     process::{Child, Command, ExitStatus, Stdio},
     time::{Duration, Instant},
@@ -144,14 +143,10 @@ impl ChildGuard {
         if self.ended.is_some() {
             return Ok(());
         }
-        // SAFETY: kill has no memory-safety preconditions. The pid is ours
-        // and not yet reaped (`ended` is None), so it cannot have been reused.
-        let result = unsafe { libc::kill(self.pid, signal) };
-        if result != 0 {
-            return Err(io::Error::last_os_error())
-                .with_context(|| format!("sending signal {signal} to pid {}", self.pid));
-        }
-        Ok(())
+        // The pid is ours and not yet reaped (`ended` is None), so it cannot
+        // have been reused.
+        crate::process::signal(self.pid, signal)
+            .with_context(|| format!("sending signal {signal} to pid {}", self.pid))
     }
 
     /// How the child ended, if it has (reaps it when it has).
@@ -182,12 +177,10 @@ impl ChildGuard {
 
     /// SIGKILL to the whole group, then reap the child. Idempotent.
     pub fn kill_group(&mut self) -> Result<Ended> {
-        // SAFETY: as in `signal`; a negative pid names the process group,
-        // whose id is the child's pid because of `process_group(0)`. Killing
-        // the group even after the child exited takes its grandchildren too.
-        unsafe {
-            libc::kill(-self.pid, libc::SIGKILL);
-        }
+        // The group's id is the child's pid because of `process_group(0)`.
+        // Killing the group even after the child exited takes its
+        // grandchildren too.
+        crate::process::kill_group(self.pid);
         if let Some(ended) = self.ended {
             return Ok(ended);
         }

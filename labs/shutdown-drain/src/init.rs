@@ -146,11 +146,9 @@ pub fn init_main(args: &[String]) -> Result<i32> {
                 }
             }
         } else if signal > 0 {
-            // SAFETY: kill has no memory-safety preconditions; the child is
-            // not reaped yet (that happens above), so its pid is still its own.
-            unsafe {
-                libc::kill(child_pid, signal);
-            }
+            // Forwarded: the child is not reaped yet (that happens above), so
+            // its pid is still its own. A child already gone is not an error.
+            let _ = lab_kit::process::signal(child_pid, signal);
         }
     }
 }

@@ -234,10 +234,8 @@ async fn pid_one_of(helper: &mut ChildGuard) -> Result<(i32, String)> {
 }
 
 fn signal(pid: i32, signal: i32) -> Result<()> {
-    // SAFETY: kill has no memory-safety preconditions. The pid is our
-    // child's or its child's, not reaped while we signal it.
-    if unsafe { libc::kill(pid, signal) } != 0 {
-        let error = std::io::Error::last_os_error();
+    // The pid is our child's or its child's, not reaped while we signal it.
+    if let Err(error) = lab_kit::process::signal(pid, signal) {
         // Gone already: the race the orchestrator always has.
         if error.raw_os_error() != Some(libc::ESRCH) {
             return Err(error).with_context(|| format!("signal {signal} to pid {pid}"));

@@ -45,8 +45,7 @@ pub(super) fn profiles_dir() -> PathBuf {
             let name = entry.file_name().to_string_lossy().into_owned();
             let owner: Option<libc::pid_t> =
                 name.split('-').next().and_then(|pid| pid.parse().ok());
-            // SAFETY: signal 0 only asks whether the process exists.
-            let alive = owner.is_some_and(|pid| unsafe { libc::kill(pid, 0) == 0 });
+            let alive = owner.is_some_and(lab_kit::process::exists);
             if !alive {
                 let _ = std::fs::remove_dir_all(entry.path());
             }
@@ -56,10 +55,7 @@ pub(super) fn profiles_dir() -> PathBuf {
 }
 
 pub(super) fn kill_group(child: &Child) {
-    // SAFETY: kill(2) on our own child's process group.
-    unsafe {
-        libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL);
-    }
+    lab_kit::process::kill_group(child.id() as i32);
 }
 
 /// Chromium starts its crash handler with a double fork in a session of its
@@ -109,15 +105,14 @@ pub(super) fn end_leftovers(group: libc::pid_t) {
     loop {
         let children = chromium_children();
         for &pid in &children {
-            // SAFETY: kill(2) and a non-blocking waitpid(2) on the xtask's own
-            // child; one still dying is reaped on a later turn.
+            let _ = lab_kit::process::signal(pid, libc::SIGKILL);
+            // SAFETY: a non-blocking waitpid(2) on the xtask's own child;
+            // one still dying is reaped on a later turn.
             unsafe {
-                libc::kill(pid, libc::SIGKILL);
                 libc::waitpid(pid, std::ptr::null_mut(), libc::WNOHANG);
             }
         }
-        // SAFETY: signal 0 only asks whether a process of the group exists.
-        let group_alive = unsafe { libc::kill(-group, 0) } == 0;
+        let group_alive = lab_kit::process::group_exists(group);
         if (children.is_empty() && !group_alive) || Instant::now() >= deadline {
             return;
         }

@@ -58,10 +58,7 @@ impl Running {
 
     /// Kills the binary's process group (it and every server it started).
     fn kill_group(&self) {
-        // SAFETY: kill(2) on the process group this binary leads.
-        unsafe {
-            libc::kill(-(self.child.id() as libc::pid_t), libc::SIGKILL);
-        }
+        lab_kit::process::kill_group(self.child.id() as i32);
     }
 
     fn finish(mut self, code: Option<i32>, killed: bool) -> Result<Finished> {

@@ -48,16 +48,11 @@ impl GroupGuard {
     }
 
     fn kill(&self) {
-        // SAFETY: kill(2) with a negative pid signals a process group; it has
-        // no memory-safety preconditions.
-        unsafe {
-            libc::kill(-self.0, libc::SIGKILL);
-        }
+        lab_kit::process::kill_group(self.0);
     }
 
     fn any_alive(&self) -> bool {
-        // SAFETY: signal 0 only checks that the group has a member.
-        unsafe { libc::kill(-self.0, 0) == 0 }
+        lab_kit::process::group_exists(self.0)
     }
 }
 

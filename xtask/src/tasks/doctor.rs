@@ -5,8 +5,7 @@
 
 use std::{
     process::{Command, ExitCode, Stdio},
-    thread,
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use anyhow::{Context, Result, bail};
@@ -41,23 +40,12 @@ fn probe(project: &Project, arguments: &[String]) -> Result<u8> {
     let mut child = command
         .spawn()
         .with_context(|| format!("starting {}", exe.display()))?;
-    let started = Instant::now();
-    loop {
-        if let Some(status) = child.try_wait()? {
-            // A doctor killed by a signal could not finish its probe.
-            return Ok(status
-                .code()
-                .and_then(|code| u8::try_from(code).ok())
-                .unwrap_or(2));
-        }
-        if started.elapsed() > KILL_AFTER {
-            // SAFETY: kill(2) on the process group the doctor leads.
-            unsafe {
-                libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL);
-            }
-            let _ = child.wait();
-            bail!("the doctor ran past {} s; stopped it", KILL_AFTER.as_secs());
-        }
-        thread::sleep(Duration::from_millis(50));
+    match lab_kit::process::wait_or_kill_group(&mut child, KILL_AFTER, Duration::from_millis(50))? {
+        // A doctor killed by a signal could not finish its probe.
+        Some(status) => Ok(status
+            .code()
+            .and_then(|code| u8::try_from(code).ok())
+            .unwrap_or(2)),
+        None => bail!("the doctor ran past {} s; stopped it", KILL_AFTER.as_secs()),
     }
 }

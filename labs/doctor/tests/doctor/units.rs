@@ -51,8 +51,7 @@ mod turn {
         let pid = busy.id() as i32;
         let stopper = tokio::spawn(async move {
             tokio::time::sleep(Duration::from_millis(400)).await;
-            // SAFETY: kill has no memory-safety preconditions.
-            unsafe { libc::kill(pid, libc::SIGSTOP) };
+            lab_kit::process::signal(pid, libc::SIGSTOP).expect("stopped");
         });
         let waited = first.hand_on(Some(pid)).await.expect("handed on");
         stopper.await.expect("the stopper ran");
