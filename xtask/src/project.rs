@@ -121,6 +121,9 @@ pub struct Lab {
     /// The lab waits on timers rather than on the CPU, so the xtask may run it
     /// at the same time as the other labs that say so (`side-by-side = true`).
     pub side_by_side: bool,
+    /// It runs in the side-by-side batch of `cargo xtask book` too, and its
+    /// last parts alone (`side-by-side-until-alone = true`).
+    pub runs_in_batch: bool,
 }
 
 impl Lab {
@@ -147,6 +150,7 @@ impl Lab {
                 info.slug
             );
         }
+        let runs_in_batch = info.runs_in_batch();
         Ok(Some(Lab {
             slug: info.slug,
             package: info.package,
@@ -154,6 +158,7 @@ impl Lab {
             dir,
             quick_budget: info.quick_budget,
             full_budget: info.full_budget,
+            runs_in_batch,
             side_by_side: info.side_by_side,
         }))
     }

@@ -236,13 +236,8 @@ pub async fn run(mode: Mode, config: &BackoffConfig, out: &mut Output) -> Result
     deadline.context("a deadline over the retries")?;
     cap.context("the long outage")?;
     errors.context("which errors are retried")?;
-    let parts = [&deadline_out, &cap_out, &errors_out];
-    for record in parts.iter().flat_map(|part| part.records()) {
-        match record {
-            lab_kit::Record::Summary(point) => out.summary_of(&point.series, &point.values)?,
-            lab_kit::Record::Sample(point) => out.sample(&point.series, &point.values)?,
-            lab_kit::Record::Meta(_) => {}
-        }
+    for part in [&deadline_out, &cap_out, &errors_out] {
+        out.append(part)?;
     }
     Ok(())
 }

@@ -27,7 +27,7 @@ pub mod who_closes_first;
 pub mod wire;
 
 use anyhow::{Context, Result};
-use lab_kit::{Meta, Mode, Output, Record, Series};
+use lab_kit::{Meta, Mode, Output, Series};
 
 pub use crate::{
     config::KeepaliveConfig,
@@ -79,19 +79,7 @@ pub async fn run(mode: Mode, config: &KeepaliveConfig, out: &mut Output) -> Resu
     for example in day_and_night::log_examples(&cases) {
         out.sample("day-night/access-log", &example)?;
     }
-    copy_records(&reqwest_records, out)?;
-    Ok(())
-}
-
-/// Writes the samples and summaries collected in `from` to `out`.
-fn copy_records(from: &Output, out: &mut Output) -> Result<()> {
-    for record in from.records() {
-        match record {
-            Record::Sample(point) => out.sample(&point.series, &point.values)?,
-            Record::Summary(point) => out.summary_of(&point.series, &point.values)?,
-            Record::Meta(_) => {}
-        }
-    }
+    out.append(&reqwest_records)?;
     Ok(())
 }
 

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 pub use crate::settings::Settings;
 
 #[cfg(feature = "runtime")]
-use crate::record::Output;
+use crate::output::Output;
 
 /// How long and how thoroughly a lab measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -140,6 +140,8 @@ where
         return Ok(());
     }
     let budget = info.budget(mode);
+    // In a batch of labs (`cargo xtask book`), wait until none runs alone.
+    crate::batch::join_from_env()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -6,6 +6,7 @@
 //! A lab is a program that prints JSON Lines to stdout (see [`record`]) and its
 //! progress to stderr. [`cli::run_lab`] is the `main` every lab uses.
 
+pub mod batch;
 pub mod binary;
 #[cfg(feature = "runtime")]
 pub mod child;
@@ -26,6 +27,7 @@ pub mod manifest;
 pub mod net;
 #[cfg(feature = "runtime")]
 pub mod nginx;
+pub mod output;
 #[cfg(feature = "runtime")]
 pub mod ports;
 pub mod process;
@@ -50,7 +52,8 @@ pub use cli::Mode;
 /// background. Without it such a test says it was skipped and returns, so a
 /// plain `cargo test` stays short.
 pub const REAL_TIME: &str = "LAB_REAL_TIME";
-pub use record::{Fields, Meta, Output, Point, Record, Series, Value};
+pub use output::Output;
+pub use record::{Fields, Meta, Point, Record, Series, Value};
 pub use settings::Settings;
 
 /// The slug of the lab this is expanded in (its folder, chapter, data file

@@ -28,6 +28,18 @@ pub struct LabInfo {
     /// The lab waits on timers rather than on the CPU, so the xtask may run it
     /// at the same time as the other labs that say so (`side-by-side = true`).
     pub side_by_side: bool,
+    /// The lab's first parts wait on timers and its last parts need the
+    /// machine (`side-by-side-until-alone = true`): the xtask runs it in the
+    /// side-by-side batch, and it calls `batch::alone` before its last parts.
+    /// Its tests and exercises are scheduled as those of a lab that runs alone.
+    pub side_by_side_until_alone: bool,
+}
+
+impl LabInfo {
+    /// Whether `cargo xtask book` runs it in the side-by-side batch.
+    pub fn runs_in_batch(&self) -> bool {
+        self.side_by_side || self.side_by_side_until_alone
+    }
 }
 
 /// A package's manifest as far as the book reads it: the package's name and
@@ -83,6 +95,8 @@ struct LabMetadata {
     full_budget: u64,
     #[serde(default)]
     side_by_side: bool,
+    #[serde(default)]
+    side_by_side_until_alone: bool,
 }
 
 /// A lab's slug from its package name: `lab-conn-reuse` is `conn-reuse`.
@@ -115,6 +129,7 @@ impl LabInfo {
             quick_budget: Duration::from_secs(lab.quick_budget),
             full_budget: Duration::from_secs(lab.full_budget),
             side_by_side: lab.side_by_side,
+            side_by_side_until_alone: lab.side_by_side_until_alone,
         }))
     }
 

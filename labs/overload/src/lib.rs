@@ -223,32 +223,84 @@ pub fn in_production(summary: LatencySummary, time_scale: f64) -> LatencySummary
 pub async fn run(mode: Mode, config: &OverloadConfig, out: &mut Output) -> Result<()> {
     let meta = Meta::describe(lab_kit::slug!(), mode, config.time_scale, config)?;
     out.meta(meta)?;
+    // Parts 2 to 5 and 7 wait on timers at a few hundred requests a second,
+    // so they run first, and beside the other labs when `cargo xtask book`
+    // runs this one in its batch (`lab_kit::batch`). Parts 1 and 6 then run
+    // alone: the bulkheads time calls to the millisecond, and the enrichment
+    // batch opens twelve hundred connections at once, which would reach the
+    // timeouts of whatever ran beside it. The records keep the chapter's order.
     eprintln!(
-        "overload: bulkheads ({} setups, side by side)",
-        bulkhead::Bulkhead::ALL.len()
+        "overload: load shedding ({} loads x {} servers), then the circuit breakers \
+         (3 breakers x 2 layerings and none) and the breaker's place ({} cases) beside \
+         the health probe ({} cases); beside them all, the retry storm ({} clients)",
+        config.shedding_loads.len(),
+        shedding::Shedding::ALL.len(),
+        placement::PlacementCase::ALL.len(),
+        health_probe::ProbeCase::ALL.len(),
+        storm::Storm::ALL.len()
     );
-    for (setup, outcome) in bulkhead::run_bulkheads(config).await.context("bulkheads")? {
-        out.summary_of(&lab_kit::Series::series(&setup), &outcome)?;
+    let (waiting, storm) = tokio::join!(waiting_parts(config), async {
+        let mut storm = Output::collect();
+        storm::run_storm(config, &mut storm)
+            .await
+            .context("the storm")
+            .map(|()| storm)
+    });
+    let (shedding, breakers, placements, probes) = waiting?;
+    let storm = storm?;
+    let waited = lab_kit::batch::alone().await?;
+    if waited.as_millis() >= 100 {
+        eprintln!(
+            "overload: waited {:.1}s for the other labs, to run the rest alone",
+            waited.as_secs_f64()
+        );
     }
     eprintln!(
-        "overload: load shedding ({} loads x {} servers)",
-        config.shedding_loads.len(),
-        shedding::Shedding::ALL.len()
+        "overload: bulkheads ({} setups, side by side), then the enrichment batch ({} setups, \
+         side by side)",
+        bulkhead::Bulkhead::ALL.len(),
+        enrichment::Enrichment::ALL.len(),
     );
-    shedding::run_shedding(config, out)
+    let bulkheads = bulkhead::run_bulkheads(config).await.context("bulkheads")?;
+    let batch = enrichment::run_enrichment(config)
+        .await
+        .context("the enrichment service")?;
+    for (setup, outcome) in bulkheads {
+        out.summary_of(&lab_kit::Series::series(&setup), &outcome)?;
+    }
+    out.append(&shedding)?;
+    for (setup, outcome) in breakers {
+        out.summary_of(&lab_kit::Series::series(&setup), &outcome)?;
+    }
+    for (case, outcome) in placements {
+        out.summary_of(&lab_kit::Series::series(&case), &outcome)?;
+    }
+    for (setup, outcome) in batch {
+        out.summary_of(&lab_kit::Series::series(&setup), &outcome)?;
+    }
+    for (case, outcome) in probes {
+        out.summary_of(&lab_kit::Series::series(&case), &outcome)?;
+    }
+    out.append(&storm)?;
+    Ok(())
+}
+
+/// What parts 2 to 5 and 7 measured.
+type WaitingParts = (
+    Output,
+    Vec<(breakers::BreakerSetup, breakers::BreakerOutcome)>,
+    Vec<(placement::PlacementCase, placement::PlacementOutcome)>,
+    Vec<(health_probe::ProbeCase, health_probe::ProbeOutcome)>,
+);
+
+/// Load shedding, then the breakers and their place beside the health probe.
+async fn waiting_parts(config: &OverloadConfig) -> Result<WaitingParts> {
+    let mut shedding = Output::collect();
+    shedding::run_shedding(config, &mut shedding)
         .await
         .context("load shedding")?;
-    eprintln!(
-        "overload: circuit breakers (3 breakers x 2 layerings and none), then the breaker's \
-         place ({} cases); beside them the health probe ({} cases)",
-        placement::PlacementCase::ALL.len(),
-        health_probe::ProbeCase::ALL.len()
-    );
-    // Parts 3, 4 and 7 wait on compressed timers at a few hundred requests
-    // a second: part 7 runs beside the other two, which keeps it out of the
-    // quick run's time. Part 6 runs alone after them: its batch opens twelve
-    // hundred connections at once, which would reach parts 3 and 4's
-    // timeouts. The storm runs alone last (its timeline is the load).
+    // Parts 3 and 4 and part 7 run side by side, which keeps part 7 out of
+    // the quick run's time.
     let (breaker_parts, probes) = tokio::join!(
         async {
             let breakers = breakers::run_breakers(config)
@@ -266,32 +318,7 @@ pub async fn run(mode: Mode, config: &OverloadConfig, out: &mut Output) -> Resul
         },
     );
     let (breakers, placements) = breaker_parts?;
-    let probes = probes?;
-    eprintln!(
-        "overload: the enrichment batch ({} setups, side by side)",
-        enrichment::Enrichment::ALL.len()
-    );
-    let batch = enrichment::run_enrichment(config)
-        .await
-        .context("the enrichment service")?;
-    for (setup, outcome) in breakers {
-        out.summary_of(&lab_kit::Series::series(&setup), &outcome)?;
-    }
-    for (case, outcome) in placements {
-        out.summary_of(&lab_kit::Series::series(&case), &outcome)?;
-    }
-    for (setup, outcome) in batch {
-        out.summary_of(&lab_kit::Series::series(&setup), &outcome)?;
-    }
-    for (case, outcome) in probes {
-        out.summary_of(&lab_kit::Series::series(&case), &outcome)?;
-    }
-    eprintln!(
-        "overload: the retry storm ({} clients, side by side)",
-        storm::Storm::ALL.len()
-    );
-    storm::run_storm(config, out).await.context("the storm")?;
-    Ok(())
+    Ok((shedding, breakers, placements, probes?))
 }
 
 /// The lab binary's `main`; `src/main.rs` only calls it. It lives in the

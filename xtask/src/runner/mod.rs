@@ -3,10 +3,13 @@
 //! progress, and print the timing table.
 //!
 //! Labs that wait on compressed timers (`side-by-side = true` in their
-//! `[package.metadata.lab]`) run at the same time, as one batch; every other
-//! lab runs alone, because what it measures is the CPU (blocking-lag's lag,
-//! the simulation's speed). A lab that runs alone never shares the machine
-//! with another lab.
+//! `[package.metadata.lab]`) run at the same time, as one batch; so do the
+//! labs whose first parts wait and whose last parts need the machine
+//! (`side-by-side-until-alone = true`), which wait for the rest of the batch
+//! to end through the batch's lock files (`lab_kit::batch`) before those
+//! parts. Every other lab runs alone, because what it measures is the CPU
+//! (blocking-lag's lag, the cancellation spiral's goodput). A lab or part
+//! that runs alone never shares the machine with another lab.
 
 mod one_lab;
 
@@ -19,7 +22,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 use lab_kit::Mode;
 
 use crate::{error::usage, project::Lab, project::Project, steps::Steps};
@@ -59,6 +62,12 @@ pub fn run_labs(
     let step = format!("run {} lab(s), {mode} mode", labs.len());
     steps.run(&step, || {
         let binaries = project.cargo_target().join("release");
+        // The side-by-side labs' lock files (`lab_kit::batch`): a lab that
+        // runs its last parts alone waits there for the others to end.
+        let locks = tempfile::Builder::new()
+            .prefix("lab-batch-")
+            .tempdir_in(project.cargo_target())
+            .context("making a folder for the batch's lock files")?;
         let mut reports = Vec::new();
         let mut done = 0;
         for batch in &batches {
@@ -77,9 +86,15 @@ pub fn run_labs(
                     if batch.len() > 1 { " side by side" } else { "" }
                 );
             }
-            reports.extend(run_batch(
-                project, &binaries, batch, mode, settings, name, out_dir,
-            ));
+            let launch = Launch {
+                root: &project.root,
+                binaries: &binaries,
+                mode,
+                settings,
+                name,
+                locks: (batch.len() > 1).then(|| locks.path()),
+            };
+            reports.extend(run_batch(&launch, batch, out_dir));
         }
         reports.sort_by(|left, right| left.slug.cmp(&right.slug));
         print_table(&reports);
@@ -154,14 +169,15 @@ fn check_settings(project: &Project, labs: &[Lab], settings: &[String]) -> Resul
 }
 
 /// The labs in the order they run: each lab that must run alone is a batch of
-/// its own; the side-by-side labs are one batch, run last.
+/// its own; the side-by-side labs, and those that run side by side until
+/// their last parts, are one batch, run last.
 fn batches(labs: &[Lab]) -> Vec<Vec<&Lab>> {
     let mut batches: Vec<Vec<&Lab>> = labs
         .iter()
-        .filter(|lab| !lab.side_by_side)
+        .filter(|lab| !lab.runs_in_batch)
         .map(|lab| vec![lab])
         .collect();
-    let together: Vec<&Lab> = labs.iter().filter(|lab| lab.side_by_side).collect();
+    let together: Vec<&Lab> = labs.iter().filter(|lab| lab.runs_in_batch).collect();
     if !together.is_empty() {
         batches.push(together);
     }
@@ -173,28 +189,50 @@ enum Event {
     Finished(usize, Duration, Result<one_lab::RunOutput>),
 }
 
+/// How every lab of a batch is started.
+struct Launch<'a> {
+    /// The project's root: each lab runs there.
+    root: &'a Path,
+    /// Where the labs' release binaries are.
+    binaries: &'a Path,
+    mode: Mode,
+    /// `--set` pairs.
+    settings: &'a [String],
+    /// `--name`.
+    name: Option<&'a str>,
+    /// The batch's lock files (`lab_kit::batch::ENV`), when it has more
+    /// than one lab.
+    locks: Option<&'a Path>,
+}
+
+impl Launch<'_> {
+    /// The command line that runs `lab`.
+    fn command(&self, lab: &Lab) -> Command {
+        let mut command = Command::new(self.binaries.join(&lab.package));
+        command
+            .arg(format!("--{}", self.mode))
+            .current_dir(self.root);
+        for setting in self.settings {
+            command.arg("--set").arg(setting);
+        }
+        if let Some(name) = self.name {
+            command.arg("--name").arg(name);
+        }
+        if let Some(locks) = self.locks {
+            command.env(lab_kit::batch::ENV, locks);
+        }
+        command
+    }
+}
+
 /// Runs the labs of one batch at the same time, each on its own thread, and
 /// shows their progress until the last one ends.
-fn run_batch(
-    project: &Project,
-    binaries: &Path,
-    batch: &[&Lab],
-    mode: Mode,
-    settings: &[String],
-    name: Option<&str>,
-    out_dir: &Path,
-) -> Vec<LabReport> {
+fn run_batch(launch: &Launch, batch: &[&Lab], out_dir: &Path) -> Vec<LabReport> {
+    let mode = launch.mode;
     let (sender, events) = mpsc::channel();
     let started = Instant::now();
     for (index, lab) in batch.iter().enumerate() {
-        let mut command = Command::new(binaries.join(&lab.package));
-        command.arg(format!("--{mode}")).current_dir(&project.root);
-        for setting in settings {
-            command.arg("--set").arg(setting);
-        }
-        if let Some(name) = name {
-            command.arg("--name").arg(name);
-        }
+        let command = launch.command(lab);
         let destination: PathBuf = out_dir.join(format!("{}.jsonl", lab.slug));
         // The lab stops itself at its budget; the kill timer is the backstop.
         let kill_after = lab.budget(mode) + Duration::from_secs(5);
@@ -361,7 +399,7 @@ fn print_table(reports: &[LabReport]) {
 mod tests {
     use super::*;
 
-    fn lab(slug: &str, side_by_side: bool) -> Lab {
+    fn lab(slug: &str, runs_in_batch: bool) -> Lab {
         Lab {
             slug: slug.to_string(),
             package: format!("lab-{slug}"),
@@ -369,7 +407,8 @@ mod tests {
             dir: PathBuf::from(slug),
             quick_budget: Duration::from_secs(1),
             full_budget: Duration::from_secs(2),
-            side_by_side,
+            side_by_side: runs_in_batch,
+            runs_in_batch,
         }
     }
 

@@ -1,0 +1,249 @@
+//! A lab's place in a batch of labs that share the machine, and the parts of
+//! a lab that must not share it.
+//!
+//! `cargo xtask book` runs the labs that mostly wait on timers side by side,
+//! as one batch, and gives each of them the same folder in [`ENV`]. A lab
+//! whose last parts measure something another lab's load would blur (the
+//! overload lab's bulkheads time calls to the millisecond; the DNS lab times
+//! lookups of under a millisecond) still runs in the batch: it runs its
+//! waiting parts first, beside the other labs, then calls [`alone`], which
+//! returns once every other lab of the batch has ended or is itself waiting
+//! to be alone, and keeps the rest of the batch waiting until it exits.
+//!
+//! Underneath are two advisory file locks (`flock(2)`, through
+//! `File::lock`):
+//! - `machine.lock`: every lab of the batch holds it shared while it runs,
+//!   and one lab at a time holds it exclusively while it runs alone;
+//! - `turnstile.lock`: held exclusively by a lab while it waits to be alone,
+//!   so that no lab joins the batch in the meantime (the waiting lab is not
+//!   starved), and for a moment by each lab as it joins.
+//!
+//! A lab never waits for the turnstile while it holds the machine, so two
+//! labs cannot wait for each other. The kernel drops a process's locks when
+//! it exits, so a lab that crashes or is killed leaves no lock behind.
+//!
+//! A lab run by itself (`cargo run -p lab-overload`, a test, `cargo xtask
+//! book`'s labs that run alone) has no [`ENV`], and [`alone`] returns at
+//! once: it is alone already.
+
+#[cfg(feature = "runtime")]
+use std::time::{Duration, Instant};
+use std::{
+    fs::{File, OpenOptions},
+    path::Path,
+    sync::Mutex,
+};
+
+use anyhow::{Context, Result};
+
+/// The environment variable that names the batch's folder of lock files.
+pub const ENV: &str = "LAB_KIT_BATCH";
+
+/// This process's place in a batch: its two lock files, and whether it runs
+/// alone yet.
+#[derive(Debug)]
+pub struct Place {
+    machine: File,
+    turnstile: File,
+    alone: bool,
+}
+
+impl Place {
+    /// Joins the batch whose lock files are in `folder` (created if missing):
+    /// returns once no lab of it runs alone, holding the machine shared.
+    pub fn join(folder: &Path) -> Result<Place> {
+        let open = |name: &str| {
+            let path = folder.join(name);
+            OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(&path)
+                .with_context(|| format!("opening the batch's lock {}", path.display()))
+        };
+        let place = Place {
+            machine: open("machine.lock")?,
+            turnstile: open("turnstile.lock")?,
+            alone: false,
+        };
+        place
+            .turnstile
+            .lock()
+            .context("waiting at the batch's turnstile")?;
+        place
+            .machine
+            .lock_shared()
+            .context("taking the machine shared")?;
+        place.turnstile.unlock().context("leaving the turnstile")?;
+        Ok(place)
+    }
+
+    /// Waits until every other lab of the batch has ended or waits to be
+    /// alone, then holds the machine exclusively until this place is dropped
+    /// (the process exits). Calling it again changes nothing.
+    pub fn alone(&mut self) -> Result<()> {
+        if self.alone {
+            return Ok(());
+        }
+        // Let go of the machine before queueing at the turnstile: a lab that
+        // held it there would wait for a lab that waits for it.
+        self.machine.unlock().context("letting go of the machine")?;
+        self.turnstile
+            .lock()
+            .context("waiting at the batch's turnstile")?;
+        self.machine.lock().context("waiting for the machine")?;
+        self.turnstile.unlock().context("leaving the turnstile")?;
+        self.alone = true;
+        Ok(())
+    }
+}
+
+/// This process's place, when it runs in a batch.
+static PLACE: Mutex<Option<Place>> = Mutex::new(None);
+
+/// Joins the batch [`ENV`] names, if it names one; `run_lab` calls it before
+/// the lab starts.
+pub fn join_from_env() -> Result<()> {
+    let Some(folder) = std::env::var_os(ENV) else {
+        return Ok(());
+    };
+    let place = Place::join(Path::new(&folder))?;
+    *PLACE
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(place);
+    Ok(())
+}
+
+/// Runs the rest of this lab alone: returns once no other lab of its batch
+/// runs (at once when it runs in no batch), with how long it waited. Call it
+/// when the lab's other work has ended: the lab's own tasks still running
+/// would share the machine with its alone part.
+#[cfg(feature = "runtime")]
+pub async fn alone() -> Result<Duration> {
+    let started = Instant::now();
+    tokio::task::spawn_blocking(|| {
+        let mut place = PLACE
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        match place.as_mut() {
+            Some(place) => place.alone(),
+            None => Ok(()),
+        }
+    })
+    .await
+    .context("the task waiting to run alone")??;
+    Ok(started.elapsed())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::{sync::mpsc, thread};
+
+    use super::*;
+
+    const NOT_YET: Duration = Duration::from_millis(300);
+    const SOON: Duration = Duration::from_secs(10);
+
+    /// Runs `work` on a thread and sends `name` when it returns.
+    fn spawn(
+        name: &'static str,
+        done: &mpsc::Sender<&'static str>,
+        work: impl FnOnce() -> Place + Send + 'static,
+    ) -> thread::JoinHandle<Place> {
+        let done = done.clone();
+        thread::spawn(move || {
+            let place = work();
+            done.send(name).unwrap();
+            place
+        })
+    }
+
+    #[test]
+    fn labs_share_the_machine_and_one_alone_waits_for_the_others_to_end() {
+        let folder = tempfile::tempdir().unwrap();
+        let first = Place::join(folder.path()).unwrap();
+        let second = Place::join(folder.path()).unwrap();
+        let (done, finished) = mpsc::channel();
+        let path = folder.path().to_path_buf();
+        let waiting = spawn("alone", &done, move || {
+            let mut place = Place::join(&path).unwrap();
+            place.alone().unwrap();
+            place
+        });
+        assert!(
+            finished.recv_timeout(NOT_YET).is_err(),
+            "alone beside two labs"
+        );
+        drop(first);
+        assert!(
+            finished.recv_timeout(NOT_YET).is_err(),
+            "alone beside one lab"
+        );
+        drop(second);
+        assert_eq!(finished.recv_timeout(SOON), Ok("alone"));
+        let alone = waiting.join().unwrap();
+        // A lab that joins now waits until the lone lab exits.
+        let path = folder.path().to_path_buf();
+        let late = spawn("joined", &done, move || Place::join(&path).unwrap());
+        assert!(
+            finished.recv_timeout(NOT_YET).is_err(),
+            "joined beside a lone lab"
+        );
+        drop(alone);
+        assert_eq!(finished.recv_timeout(SOON), Ok("joined"));
+        late.join().unwrap();
+    }
+
+    #[test]
+    fn a_lab_waiting_to_be_alone_is_not_overtaken_by_labs_that_join_later() {
+        let folder = tempfile::tempdir().unwrap();
+        let running = Place::join(folder.path()).unwrap();
+        let (done, finished) = mpsc::channel();
+        let path = folder.path().to_path_buf();
+        let waiting = spawn("alone", &done, move || {
+            let mut place = Place::join(&path).unwrap();
+            place.alone().unwrap();
+            place
+        });
+        thread::sleep(NOT_YET);
+        let path = folder.path().to_path_buf();
+        let late = spawn("joined", &done, move || Place::join(&path).unwrap());
+        assert!(
+            finished.recv_timeout(NOT_YET).is_err(),
+            "someone passed the running lab"
+        );
+        drop(running);
+        assert_eq!(finished.recv_timeout(SOON), Ok("alone"));
+        assert!(
+            finished.recv_timeout(NOT_YET).is_err(),
+            "joined beside a lone lab"
+        );
+        drop(waiting.join().unwrap());
+        assert_eq!(finished.recv_timeout(SOON), Ok("joined"));
+        late.join().unwrap();
+    }
+
+    #[test]
+    fn two_labs_that_want_to_be_alone_take_turns() {
+        let folder = tempfile::tempdir().unwrap();
+        let (done, finished) = mpsc::channel();
+        let mut places = Vec::new();
+        for name in ["one", "two"] {
+            let path = folder.path().to_path_buf();
+            places.push(spawn(name, &done, move || {
+                let mut place = Place::join(&path).unwrap();
+                place.alone().unwrap();
+                place
+            }));
+        }
+        let first = finished.recv_timeout(SOON).unwrap();
+        assert!(
+            finished.recv_timeout(NOT_YET).is_err(),
+            "two labs alone at once"
+        );
+        let first = places.remove(if first == "one" { 0 } else { 1 });
+        drop(first.join().unwrap());
+        assert!(finished.recv_timeout(SOON).is_ok());
+        places.remove(0).join().unwrap();
+    }
+}
