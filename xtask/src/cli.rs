@@ -7,7 +7,7 @@ use anyhow::Result;
 use lab_kit::Mode;
 
 use crate::book::{BookCommand, BookData, Rerun};
-use crate::error::usage;
+use lab_kit::exit::bad_input;
 
 pub const HELP: &str = "\
 cargo xtask <task> [options]
@@ -146,7 +146,7 @@ impl Task {
                 let port = match words.value("--port") {
                     Some(text) => text
                         .parse()
-                        .map_err(|_| usage(format!("--port {text:?} is not a port number")))?,
+                        .map_err(|_| bad_input(format!("--port {text:?} is not a port number")))?,
                     None => 3000,
                 };
                 Task::Serve {
@@ -176,7 +176,7 @@ impl Task {
                 Task::Exercise(words.exercise()?)
             }
             other => {
-                return Err(usage(format!(
+                return Err(bad_input(format!(
                     "unknown task {other:?}; run `cargo xtask` for the list"
                 )));
             }
@@ -205,7 +205,7 @@ impl Words {
             if Self::WITH_VALUE.contains(&word.as_str()) {
                 let value = rest
                     .next()
-                    .ok_or_else(|| usage(format!("{word} needs a value")))?;
+                    .ok_or_else(|| bad_input(format!("{word} needs a value")))?;
                 words.named.push((word.clone(), Some(value.clone())));
             } else if word.starts_with("--") {
                 words.named.push((word.clone(), None));
@@ -219,13 +219,13 @@ impl Words {
     fn allow(&self, known: &[&str], positional: bool) -> Result<()> {
         for (name, _) in &self.named {
             if !known.contains(&name.as_str()) {
-                return Err(usage(format!(
+                return Err(bad_input(format!(
                     "unknown option {name}; run `cargo xtask` for the list"
                 )));
             }
         }
         match self.positional.first() {
-            Some(word) if !positional => Err(usage(format!("unexpected argument {word:?}"))),
+            Some(word) if !positional => Err(bad_input(format!("unexpected argument {word:?}"))),
             _ => Ok(()),
         }
     }
@@ -241,13 +241,13 @@ impl Words {
             },
             [verb, name] if verb == "watch" => ExerciseCommand::Watch { name: name.clone() },
             _ => {
-                return Err(usage(
+                return Err(bad_input(
                     "usage: cargo xtask exercise [verify <name> [--solution] | watch <name>]",
                 ));
             }
         };
         if solution && !matches!(command, ExerciseCommand::Verify { .. }) {
-            return Err(usage("--solution goes with exercise verify <name>"));
+            return Err(bad_input("--solution goes with exercise verify <name>"));
         }
         Ok(command)
     }
@@ -256,7 +256,7 @@ impl Words {
     /// KEY=VALUE]... [--name NAME]`.
     fn lab(&self) -> Result<LabCommand> {
         let labs = match (self.has("--all"), self.positional.is_empty()) {
-            (true, false) => return Err(usage("name labs or give --all, not both")),
+            (true, false) => return Err(bad_input("name labs or give --all, not both")),
             (true, true) => LabChoice::All,
             (false, _) => LabChoice::Named(self.positional.clone()),
         };
@@ -264,23 +264,23 @@ impl Words {
         for pair in self.values("--set") {
             settings
                 .push(&pair)
-                .map_err(|error| usage(format!("{error:#}")))?;
+                .map_err(|error| bad_input(format!("{error:#}")))?;
         }
         let out = self.path("--out");
         let name = self.value("--name").map(str::to_string);
         if name.is_some() && out.is_none() {
-            return Err(usage(
+            return Err(bad_input(
                 "--name needs --out DIR (for example target/mine): the reference runs in book/data name no machine",
             ));
         }
         if !settings.is_empty() {
             if !matches!(&labs, LabChoice::Named(names) if names.len() == 1) {
-                return Err(usage(
+                return Err(bad_input(
                     "--set changes one lab's settings: name exactly one lab",
                 ));
             }
             if out.is_none() {
-                return Err(usage(
+                return Err(bad_input(
                     "--set needs --out DIR (for example target/mine): the reference runs in book/data keep the lab's own settings",
                 ));
             }
@@ -320,7 +320,7 @@ impl Words {
 
     fn mode(&self) -> Result<Mode> {
         match (self.has("--quick"), self.has("--full")) {
-            (true, true) => Err(usage("choose one of --quick and --full")),
+            (true, true) => Err(bad_input("choose one of --quick and --full")),
             (_, true) => Ok(Mode::Full),
             _ => Ok(Mode::Quick),
         }
@@ -334,7 +334,9 @@ impl Words {
             .collect();
         let data = match (self.has("--no-run"), dirs.len()) {
             (true, 1..) => {
-                return Err(usage("--no-run and --data each choose the data; give one"));
+                return Err(bad_input(
+                    "--no-run and --data each choose the data; give one",
+                ));
             }
             (true, 0) => BookData::Reference,
             (false, 0) => BookData::FreshRuns,
@@ -343,9 +345,9 @@ impl Words {
         };
         let rerun = match (self.has("--rerun"), self.positional.as_slice()) {
             (false, []) => Rerun::Changed,
-            (false, [word, ..]) => return Err(usage(format!("unexpected argument {word:?}"))),
+            (false, [word, ..]) => return Err(bad_input(format!("unexpected argument {word:?}"))),
             (true, _) if data != BookData::FreshRuns => {
-                return Err(usage(
+                return Err(bad_input(
                     "--rerun runs labs; --no-run and --data build from runs already made",
                 ));
             }

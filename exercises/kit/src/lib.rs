@@ -11,9 +11,13 @@
 //! [`main`] is the check's `main`: it reads the command line, bounds the
 //! check's time, prints one `PASS` or `FAIL` line naming what was measured
 //! (and on a failure a hint), and exits 0 (pass), 1 (fail) or 2 (could not
-//! check). `cargo xtask exercise verify <name>` builds and runs it.
+//! check: one `error:` line on stderr, as every binary here says it, through
+//! `lab_kit::exit`). `cargo xtask exercise verify <name>` builds and runs it.
 
 use std::{fmt, future::Future, process::ExitCode, time::Duration};
+
+use anyhow::anyhow;
+use lab_kit::exit::{self, Exit};
 
 /// How many times faster than production a check runs its timeouts, so a
 /// verdict can say what a lab duration stands for. It displays as the bare
@@ -242,10 +246,7 @@ where
     let name = exercise.name;
     let invocation = match parse(&arguments) {
         Ok(invocation) => invocation,
-        Err(problem) => {
-            eprintln!("{name}: {problem}");
-            return ExitCode::from(2);
-        }
+        Err(problem) => return exit::exit_code(name, Err(anyhow!(problem))),
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -254,18 +255,15 @@ where
     {
         Ok(runtime) => runtime,
         Err(error) => {
-            eprintln!("{name}: could not start the runtime: {error}");
-            return ExitCode::from(2);
+            let error = anyhow!(error).context("could not start the runtime");
+            return exit::exit_code(name, Err(error));
         }
     };
     let code = match invocation {
-        Invocation::Serve(variant, rest) => match runtime.block_on(serve(variant, rest)) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(error) => {
-                eprintln!("{name} (server): {error:#}");
-                ExitCode::from(2)
-            }
-        },
+        Invocation::Serve(variant, rest) => exit::exit_code(
+            &format!("{name} (server)"),
+            runtime.block_on(serve(variant, rest)),
+        ),
         Invocation::Verify(variant) => {
             let which = match variant {
                 Variant::Yours => "your code",
@@ -291,12 +289,12 @@ fn watchdog(exercise: Exercise) {
     let late = exercise.bound + Duration::from_secs(3);
     std::thread::spawn(move || {
         std::thread::sleep(late);
-        println!(
-            "{}: could not check: the check did not finish within {} s (is something blocking every runtime thread?)",
-            exercise.name,
+        let error = anyhow!(
+            "could not check: the check did not finish within {} s (is something blocking every runtime thread?)",
             exercise.bound.as_secs()
         );
-        std::process::exit(2);
+        exit::report(exercise.name, &error);
+        std::process::exit(Exit::Error.code().into());
     });
 }
 
@@ -313,18 +311,15 @@ fn report(
         Ok(Ok(verdict)) => {
             println!("{name}: FAIL: {}", verdict.measured);
             println!("hint: {}", exercise.hint);
-            ExitCode::from(1)
+            Exit::Failed.into()
         }
-        Ok(Err(error)) => {
-            println!("{name}: could not check: {error:#}");
-            ExitCode::from(2)
-        }
+        Ok(Err(error)) => exit::exit_code(name, Err(error.context("could not check"))),
         Err(_) => {
-            println!(
-                "{name}: could not check: the check did not finish within {} s",
+            let error = anyhow!(
+                "could not check: the check did not finish within {} s",
                 exercise.bound.as_secs()
             );
-            ExitCode::from(2)
+            exit::exit_code(name, Err(error))
         }
     }
 }

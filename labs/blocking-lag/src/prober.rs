@@ -115,13 +115,7 @@ pub fn prober_main(args: &[String]) -> ExitCode {
             .context("starting the prober runtime")?
             .block_on(probe(args))
     });
-    match outcome {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("error: prober: {error:#}");
-            ExitCode::from(2)
-        }
-    }
+    lab_kit::exit::exit_code("prober", outcome)
 }
 
 /// How many probes may be waiting at once; past that a tick is skipped.

@@ -152,13 +152,7 @@ pub fn cost_main(args: &[String]) -> ExitCode {
             .context("starting the cost client's runtime")?
             .block_on(drive(args))
     });
-    match outcome {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("error: cost client: {error:#}");
-            ExitCode::from(2)
-        }
-    }
+    lab_kit::exit::exit_code("cost client", outcome)
 }
 
 #[derive(Default)]

@@ -1,5 +1,6 @@
 //! The `main` every lab shares: parse `--quick` / `--full`, run the lab on a
-//! multi-thread runtime under a hard time budget, print errors once, exit 2.
+//! multi-thread runtime under a hard time budget, print errors once, exit 2
+//! (through [`crate::exit`], the one error path).
 
 use std::{fmt, str::FromStr};
 #[cfg(feature = "runtime")]
@@ -13,7 +14,7 @@ use serde::{Deserialize, Serialize};
 pub use crate::settings::Settings;
 
 #[cfg(feature = "runtime")]
-use crate::record::Output;
+use crate::{exit, record::Output};
 
 /// How long and how thoroughly a lab measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -70,36 +71,29 @@ where
     F: FnOnce(Mode, C, Output) -> Fut,
     Fut: Future<Output = Result<()>>,
 {
-    exit_code(LabInfo::from_manifest(manifest).and_then(|info| {
-        parse_and_run(&info, settings, lab).with_context(|| format!("lab-{}", info.slug))
-    }))
+    match LabInfo::from_manifest(manifest) {
+        Ok(info) => exit::exit_code(
+            &format!("lab-{}", info.slug),
+            parse_and_run(&info, settings, lab),
+        ),
+        Err(error) => exit::exit_code("lab", Err(error)),
+    }
 }
 
-/// The `main` of a lab's subcommand (a check of the reader's own server, for
-/// example): runs `work` on a current-thread runtime; success is exit 0, and
-/// a failure its error chain on one line of stderr and exit 2. `work` bounds
-/// its own time.
+/// The `main` of a lab's subcommand or child process (a check of the
+/// reader's own server, a prober): runs `work` on a current-thread runtime;
+/// success is exit 0, and a failure `error: <program>: <chain>` on one line
+/// of stderr and exit 2. `work` bounds its own time.
 #[cfg(feature = "runtime")]
-pub fn run_subcommand(work: impl Future<Output = Result<()>>) -> ExitCode {
-    exit_code(
+pub fn run_subcommand(program: &str, work: impl Future<Output = Result<()>>) -> ExitCode {
+    exit::exit_code(
+        program,
         tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .context("starting the tokio runtime")
             .and_then(|runtime| runtime.block_on(work)),
     )
-}
-
-/// Exit 0, or the error chain on one line of stderr and exit 2.
-#[cfg(feature = "runtime")]
-fn exit_code(outcome: Result<()>) -> ExitCode {
-    match outcome {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("error: {error:#}");
-            ExitCode::from(2)
-        }
-    }
 }
 
 #[cfg(feature = "runtime")]

@@ -1,7 +1,7 @@
 //! The command line's parse, task by task, and its one-line errors.
 
 use super::*;
-use crate::error::UsageError;
+use lab_kit::exit::is_bad_input;
 
 fn parse(line: &str) -> Result<Task> {
     let words: Vec<String> = line.split_whitespace().map(String::from).collect();
@@ -10,10 +10,7 @@ fn parse(line: &str) -> Result<Task> {
 
 fn error(line: &str) -> String {
     let error = parse(line).expect_err(line);
-    assert!(
-        error.downcast_ref::<UsageError>().is_some(),
-        "{line}: exit 2"
-    );
+    assert!(is_bad_input(&error), "{line}: exit 2");
     format!("{error}")
 }
 
