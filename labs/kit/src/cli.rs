@@ -13,6 +13,8 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::settings::Settings;
 
+use crate::flags::Opt;
+
 #[cfg(feature = "runtime")]
 use crate::{exit, record::Output};
 
@@ -105,18 +107,15 @@ where
 {
     let Some(command) = parse_command_line(&std::env::args().skip(1).collect::<Vec<_>>())? else {
         println!(
-            "lab-{}: {}\n\nUsage: lab-{} [--quick | --full] [--set KEY=VALUE]... [--name NAME] [--settings]\n\n\
-             Prints JSON Lines records to stdout and progress to stderr.\n\
-             --quick          seconds; the default (budget {:?})\n\
-             --full           closer to production scales (budget {:?})\n\
-             --set KEY=VALUE  change one setting for this run (a list is\n\
-             \x20                comma-separated); the meta record and every\n\
-             \x20                caption say what was set\n\
-             --name NAME      name this machine in the meta record (a workshop's\n\
-             \x20                comparison charts label its runs with it)\n\
-             --settings       print the settings of the mode (after any --set)\n\
-             \x20                as KEY=VALUE lines, and run nothing",
-            info.slug, info.about, info.slug, info.quick_budget, info.full_budget
+            "lab-{}: {}\n\nUsage: lab-{} [options]\n\n\
+             Prints JSON Lines records to stdout and progress to stderr; a run\n\
+             takes at most {:?} (quick) or {:?} (full).\n\n{}",
+            info.slug,
+            info.about,
+            info.slug,
+            info.quick_budget,
+            info.full_budget,
+            crate::flags::help(&LAB_FLAGS, 0).trim_end()
         );
         return Ok(());
     };
@@ -165,6 +164,30 @@ fn machine_name(text: &str) -> Result<String> {
     Ok(text.to_string())
 }
 
+/// The flags of a lab's `main`: what [`parse_command_line`] accepts and
+/// what `--help` lists.
+pub const LAB_FLAGS: [Opt; 5] = [
+    Opt::switch("--quick", "seconds; the default"),
+    Opt::switch("--full", "closer to production scales"),
+    Opt::with_value(
+        "--set",
+        "KEY=VALUE",
+        "change one setting for this run (a list is comma-separated); the meta \
+         record and every caption say what was set; may repeat",
+    ),
+    Opt::with_value(
+        "--name",
+        "NAME",
+        "name this machine in the meta record (a workshop's comparison charts \
+         label its runs with it)",
+    ),
+    Opt::switch(
+        "--settings",
+        "print the settings of the mode (after any --set) as KEY=VALUE lines, and \
+         run nothing",
+    ),
+];
+
 /// What a lab's command line asks for.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LabCommandLine {
@@ -188,9 +211,7 @@ pub fn parse_command_line(args: &[String]) -> Result<Option<LabCommandLine>> {
         name: None,
         print_settings: false,
     };
-    let mut flags = crate::flags::Flags::new(args)
-        .with_switches(&["--quick", "--full", "--settings"])
-        .known(&["--set", "--name"]);
+    let mut flags = crate::flags::Flags::new(args).declared(&LAB_FLAGS);
     while let Some(flag) = flags.next_flag()? {
         match flag.name {
             "--quick" => command.mode = Mode::Quick,

@@ -1,7 +1,9 @@
-//! The one command-line parser of the labs: `--flag value` pairs for the
+//! The one command-line parser of the workspace: `--flag value` pairs for the
 //! hidden subcommands of a lab binary (a prober, a server child) and its small
-//! tools, and the few switches a lab's `main` takes (`--quick`, `--full`,
-//! `--help`); one-line errors.
+//! tools, the switches a lab's `main` takes (`--quick`, `--full`, `--help`),
+//! an exercise's check (`--solution`) and the xtask's tasks; one-line errors.
+//! A command that declares its flags as a table of [`Opt`]s gets both its
+//! parse and its `--help` lines from that one table ([`help`]).
 //!
 //! A lab that runs a child process usually re-executes its own binary with a
 //! hidden subcommand and passes the child's settings as flags. Those command
@@ -39,6 +41,75 @@ pub struct Flags<'a> {
     switches: &'a [&'a str],
     only_switches: bool,
     known: &'a [&'a str],
+    declared: &'a [Opt],
+}
+
+/// One flag a command declares: its name, the placeholder of its value
+/// (`None` for a switch), and one line of help. A command's table of these
+/// is what its parser accepts ([`Flags::declared`]) and what its `--help`
+/// lists ([`help`]), so the two cannot disagree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Opt {
+    pub name: &'static str,
+    pub value: Option<&'static str>,
+    pub help: &'static str,
+}
+
+impl Opt {
+    /// A flag without a value: `--full`.
+    pub const fn switch(name: &'static str, help: &'static str) -> Opt {
+        Opt {
+            name,
+            value: None,
+            help,
+        }
+    }
+
+    /// A flag with one: `--out DIR`.
+    pub const fn with_value(name: &'static str, value: &'static str, help: &'static str) -> Opt {
+        Opt {
+            name,
+            value: Some(value),
+            help,
+        }
+    }
+
+    /// `--out DIR`, or `--full`: how the flag is written.
+    pub fn synopsis(&self) -> String {
+        match self.value {
+            Some(value) => format!("{} {value}", self.name),
+            None => self.name.to_string(),
+        }
+    }
+}
+
+/// The `--help` lines of a table of flags: each flag's synopsis after
+/// `indent` spaces, its help beside it in one column, wrapped to 80
+/// characters.
+pub fn help(opts: &[Opt], indent: usize) -> String {
+    let width = opts
+        .iter()
+        .map(|opt| opt.synopsis().len())
+        .max()
+        .unwrap_or(0);
+    let column = indent + width + 2;
+    let mut text = String::new();
+    for opt in opts {
+        let mut line = format!("{:indent$}{:width$}  ", "", opt.synopsis());
+        for word in opt.help.split_whitespace() {
+            if line.len() > column && line.len() + 1 + word.len() > 80 {
+                text.push_str(line.trim_end());
+                text.push('\n');
+                line = " ".repeat(column);
+            } else if line.len() > column {
+                line.push(' ');
+            }
+            line.push_str(word);
+        }
+        text.push_str(line.trim_end());
+        text.push('\n');
+    }
+    text
 }
 
 /// One `--name value` pair.
@@ -71,7 +142,16 @@ impl<'a> Flags<'a> {
             switches: &[],
             only_switches: false,
             known: &[],
+            declared: &[],
         }
+    }
+
+    /// The flags a command declares: one not in the table is an unknown flag
+    /// at once, a switch comes back with an empty `value`, any other takes
+    /// the word after it.
+    pub fn declared(mut self, opts: &'a [Opt]) -> Flags<'a> {
+        self.declared = opts;
+        self
     }
 
     /// The flags that take a value. With a list, a name not on it (nor a
@@ -117,14 +197,18 @@ impl<'a> Flags<'a> {
                 "unexpected argument {name:?} (flags start with --)"
             ));
         }
-        if self.only_switches || self.switches.contains(&name.as_str()) {
+        let declared = self.declared.iter().find(|opt| opt.name == name.as_str());
+        let is_switch = declared.is_some_and(|opt| opt.value.is_none());
+        if self.only_switches || is_switch || self.switches.contains(&name.as_str()) {
             return Ok(Some(Flag {
                 name,
                 value: "",
                 what: self.what,
             }));
         }
-        if !self.known.is_empty() && !self.known.contains(&name.as_str()) {
+        let unknown = (!self.known.is_empty() && !self.known.contains(&name.as_str()))
+            || (!self.declared.is_empty() && declared.is_none());
+        if unknown {
             return Err(Flag {
                 name,
                 value: "",
@@ -259,6 +343,43 @@ mod tests {
         assert_eq!(flags.next_flag().unwrap().unwrap().value, "1");
         let error = flags.next_flag().unwrap_err().to_string();
         assert_eq!(error, "unknown test flag \"--bogus\"");
+    }
+
+    #[test]
+    fn a_declared_table_is_the_parse_and_the_help() {
+        const OPTS: [Opt; 2] = [
+            Opt::switch("--full", "closer to production"),
+            Opt::with_value(
+                "--out",
+                "DIR",
+                "write the runs into DIR instead of book/data",
+            ),
+        ];
+        let args = strings(&["--full", "--out", "mine"]);
+        let mut flags = Flags::new(&args).declared(&OPTS);
+        let mut seen = Vec::new();
+        while let Some(flag) = flags.next_flag().expect("valid") {
+            seen.push((flag.name, flag.value));
+        }
+        assert_eq!(seen, [("--full", ""), ("--out", "mine")]);
+        let args = strings(&["--bogus"]);
+        let error = Flags::new(&args).declared(&OPTS).next_flag().unwrap_err();
+        assert_eq!(error.to_string(), "unknown flag \"--bogus\"");
+        assert_eq!(
+            help(&OPTS, 2),
+            "  --full     closer to production\n  --out DIR  write the runs into DIR instead of book/data\n"
+        );
+        // A help too long for 80 columns goes on under its own column.
+        let long = [Opt::switch(
+            "--x",
+            "word word word word word word word word word word word word word word word word",
+        )];
+        let text = help(&long, 0);
+        assert!(text.lines().all(|line| line.len() <= 80), "{text}");
+        assert!(
+            text.lines().nth(1).unwrap().starts_with("     word"),
+            "{text}"
+        );
     }
 
     #[test]
