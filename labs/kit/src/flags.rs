@@ -39,9 +39,16 @@ pub struct Flags<'a> {
     rest: slice::Iter<'a, String>,
     what: &'a str,
     switches: &'a [&'a str],
-    only_switches: bool,
     known: &'a [&'a str],
-    declared: &'a [Opt],
+    declared: Option<&'a [Opt]>,
+}
+
+/// One word of a command line that takes words besides its flags (the
+/// xtask's `lab conn-reuse --full`): a flag, or a word of its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arg<'a> {
+    Flag(Flag<'a>),
+    Word(&'a str),
 }
 
 /// One flag a command declares: its name, the placeholder of its value
@@ -140,9 +147,8 @@ impl<'a> Flags<'a> {
             rest: args.iter(),
             what: "",
             switches: &[],
-            only_switches: false,
             known: &[],
-            declared: &[],
+            declared: None,
         }
     }
 
@@ -150,7 +156,7 @@ impl<'a> Flags<'a> {
     /// at once, a switch comes back with an empty `value`, any other takes
     /// the word after it.
     pub fn declared(mut self, opts: &'a [Opt]) -> Flags<'a> {
-        self.declared = opts;
+        self.declared = Some(opts);
         self
     }
 
@@ -160,16 +166,6 @@ impl<'a> Flags<'a> {
     pub fn known(mut self, names: &'a [&'a str]) -> Flags<'a> {
         self.known = names;
         self
-    }
-
-    /// A command line of switches only (a lab's `--quick`, `--full`,
-    /// `--help`): every flag comes back with an empty `value`, so one the
-    /// caller does not know is an unknown flag, not a flag missing a value.
-    pub fn switches_only(args: &'a [String]) -> Flags<'a> {
-        Flags {
-            only_switches: true,
-            ..Flags::new(args)
-        }
     }
 
     /// Flags that take no value (`--full`, `--help`): they come back from
@@ -189,25 +185,38 @@ impl<'a> Flags<'a> {
     /// The next pair (or switch), `None` at the end, or an error when a flag
     /// has no value (`--db needs a value`) or a word is not a flag.
     pub fn next_flag(&mut self) -> Result<Option<Flag<'a>>> {
+        match self.next_arg()? {
+            Some(Arg::Word(word)) => Err(anyhow!(
+                "unexpected argument {word:?} (flags start with --)"
+            )),
+            Some(Arg::Flag(flag)) => Ok(Some(flag)),
+            None => Ok(None),
+        }
+    }
+
+    /// The next flag or word, `None` at the end, or an error when a flag is
+    /// unknown or has no value. A word is anything that does not start
+    /// with `-`, or a flag's value.
+    pub fn next_arg(&mut self) -> Result<Option<Arg<'a>>> {
         let Some(name) = self.rest.next() else {
             return Ok(None);
         };
         if !name.starts_with('-') {
-            return Err(anyhow!(
-                "unexpected argument {name:?} (flags start with --)"
-            ));
+            return Ok(Some(Arg::Word(name)));
         }
-        let declared = self.declared.iter().find(|opt| opt.name == name.as_str());
-        let is_switch = declared.is_some_and(|opt| opt.value.is_none());
-        if self.only_switches || is_switch || self.switches.contains(&name.as_str()) {
-            return Ok(Some(Flag {
+        let declared = self
+            .declared
+            .map(|opts| opts.iter().find(|opt| opt.name == name.as_str()));
+        let is_switch = matches!(declared, Some(Some(opt)) if opt.value.is_none());
+        if is_switch || self.switches.contains(&name.as_str()) {
+            return Ok(Some(Arg::Flag(Flag {
                 name,
                 value: "",
                 what: self.what,
-            }));
+            })));
         }
         let unknown = (!self.known.is_empty() && !self.known.contains(&name.as_str()))
-            || (!self.declared.is_empty() && declared.is_none());
+            || matches!(declared, Some(None));
         if unknown {
             return Err(Flag {
                 name,
@@ -220,11 +229,11 @@ impl<'a> Flags<'a> {
             .rest
             .next()
             .with_context(|| format!("{name} needs a value"))?;
-        Ok(Some(Flag {
+        Ok(Some(Arg::Flag(Flag {
             name,
             value,
             what: self.what,
-        }))
+        })))
     }
 }
 
