@@ -45,11 +45,11 @@ impl checks::Progress for Lines {
     }
 }
 
-/// The `doctor` command: see [`options::USAGE`].
+/// The `doctor` command: see [`options::usage`].
 pub fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if lab_kit::flags::asks_for_help(&args) {
-        let _ = writeln!(std::io::stdout(), "{}", options::USAGE);
+        let _ = writeln!(std::io::stdout(), "{}", options::usage());
         return ExitCode::SUCCESS;
     }
     let options = match options::parse(&args) {

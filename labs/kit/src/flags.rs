@@ -38,8 +38,6 @@ use anyhow::{Context, Result, anyhow};
 pub struct Flags<'a> {
     rest: slice::Iter<'a, String>,
     what: &'a str,
-    switches: &'a [&'a str],
-    known: &'a [&'a str],
     declared: Option<&'a [Opt]>,
 }
 
@@ -146,32 +144,18 @@ impl<'a> Flags<'a> {
         Flags {
             rest: args.iter(),
             what: "",
-            switches: &[],
-            known: &[],
             declared: None,
         }
     }
 
     /// The flags a command declares: one not in the table is an unknown flag
-    /// at once, a switch comes back with an empty `value`, any other takes
-    /// the word after it.
+    /// at once, before any value is read (`--bogus` alone is `unknown flag
+    /// "--bogus"`, not `--bogus needs a value`); a switch comes back with an
+    /// empty `value`; any other takes the word after it. Without a table
+    /// (a lab's own children, whose command lines the lab writes), every flag
+    /// takes a value and the caller names the unknown ones.
     pub fn declared(mut self, opts: &'a [Opt]) -> Flags<'a> {
         self.declared = Some(opts);
-        self
-    }
-
-    /// The flags that take a value. With a list, a name not on it (nor a
-    /// switch) is an unknown flag at once, before any value is read: `--bogus`
-    /// alone is `unknown flag "--bogus"`, not `--bogus needs a value`.
-    pub fn known(mut self, names: &'a [&'a str]) -> Flags<'a> {
-        self.known = names;
-        self
-    }
-
-    /// Flags that take no value (`--full`, `--help`): they come back from
-    /// [`Flags::next_flag`] with an empty `value`.
-    pub fn with_switches(mut self, switches: &'a [&'a str]) -> Flags<'a> {
-        self.switches = switches;
         self
     }
 
@@ -208,16 +192,14 @@ impl<'a> Flags<'a> {
             .declared
             .map(|opts| opts.iter().find(|opt| opt.name == name.as_str()));
         let is_switch = matches!(declared, Some(Some(opt)) if opt.value.is_none());
-        if is_switch || self.switches.contains(&name.as_str()) {
+        if is_switch {
             return Ok(Some(Arg::Flag(Flag {
                 name,
                 value: "",
                 what: self.what,
             })));
         }
-        let unknown = (!self.known.is_empty() && !self.known.contains(&name.as_str()))
-            || matches!(declared, Some(None));
-        if unknown {
+        if matches!(declared, Some(None)) {
             return Err(Flag {
                 name,
                 value: "",
@@ -333,7 +315,12 @@ mod tests {
     #[test]
     fn switches_take_no_value_and_words_are_not_flags() {
         let args = strings(&["--full", "--count", "2", "-h"]);
-        let mut flags = Flags::new(&args).with_switches(&["--full", "-h"]);
+        let opts = [
+            Opt::switch("--full", ""),
+            Opt::with_value("--count", "N", ""),
+            Opt::switch("-h", ""),
+        ];
+        let mut flags = Flags::new(&args).declared(&opts);
         let mut seen = Vec::new();
         while let Some(flag) = flags.next_flag().expect("valid") {
             seen.push((flag.name, flag.value));
@@ -348,7 +335,8 @@ mod tests {
     #[test]
     fn a_known_list_names_an_unknown_flag_before_its_value() {
         let args = strings(&["--count", "1", "--bogus"]);
-        let mut flags = Flags::new(&args).for_what("test").known(&["--count"]);
+        let opts = [Opt::with_value("--count", "N", "")];
+        let mut flags = Flags::new(&args).for_what("test").declared(&opts);
         assert_eq!(flags.next_flag().unwrap().unwrap().value, "1");
         let error = flags.next_flag().unwrap_err().to_string();
         assert_eq!(error, "unknown test flag \"--bogus\"");

@@ -129,7 +129,11 @@ fn bad_usage_is_one_line_naming_what_is_wrong() {
 fn the_help_lists_every_task_and_flag_of_the_table() {
     let text = help();
     for task in TASKS {
-        assert!(text.contains(&format!("\n  {}", task.name)), "{}", task.name);
+        assert!(
+            text.contains(&format!("\n  {}", task.name)),
+            "{}",
+            task.name
+        );
         for flag in task.flags {
             assert!(text.contains(&flag.synopsis()), "{}", flag.name);
         }
