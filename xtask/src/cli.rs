@@ -34,89 +34,48 @@ const QUICK: Opt = Opt::switch("--quick", "run the labs in seconds (the default)
 const FULL: Opt = Opt::switch("--full", "run the labs at production-like scales (minutes)");
 const NO_RUN: Opt = Opt::switch(
     "--no-run",
-    "build from the committed reference runs in book/data instead",
+    "build from the committed reference runs in book/data",
 );
-const DATA: Opt = Opt::with_value(
-    "--data",
-    "DIR",
-    "build from the runs in DIR, and the reference runs for the labs DIR has no run of \
-     (e.g. after `lab <slug> --full --out DIR`); given more than once (each attendee's \
-     folder), the chapters show the first and the workshop's comparison page puts every \
-     machine on each headline chart",
-);
-const RERUN: Opt = Opt::switch(
-    "--rerun",
-    "run again the labs named after it (alone: every lab), even if their binary did not \
-     change since your last run of them",
-);
+#[rustfmt::skip]
+const DATA: Opt = Opt::value("--data", "DIR", "build from the runs in DIR, and the reference runs \
+    for the labs DIR has no run of (e.g. after `lab <slug> --full --out DIR`); given more than \
+    once (each attendee's folder), the chapters show the first and the workshop's comparison \
+    page puts every machine on each headline chart");
+#[rustfmt::skip]
+const RERUN: Opt = Opt::switch("--rerun", "run again the labs named after it (alone: every lab), \
+    even if their binary did not change since your last run of them");
 
 /// Every task, in the order the help lists them. `doctor` reads its own
 /// command line (`main` hands it the words before this parser sees them); it
 /// is here for the help.
+#[rustfmt::skip]
 pub const TASKS: &[TaskSpec] = &[
-    TaskSpec {
-        name: "lab",
-        words: "<slug>... | --all",
-        flags: &[
-            Opt::switch("--all", "every lab"),
-            QUICK,
-            FULL,
-            Opt::with_value(
-                "--out",
-                "DIR",
-                "write DIR/<slug>.jsonl (default book/data, the committed reference runs)",
-            ),
-            Opt::with_value(
-                "--set",
-                "KEY=VALUE",
-                "change one setting of one lab for this run (a field of its meta record's \
-                 params); needs --out, as the reference runs keep the labs' own settings; \
-                 may repeat",
-            ),
-            Opt::with_value(
-                "--name",
-                "NAME",
-                "name this machine in the runs (with --out), for a workshop's comparison charts",
-            ),
+    TaskSpec { name: "lab", words: "<slug>... | --all", flags: &[
+        Opt::switch("--all", "every lab"),
+        QUICK,
+        FULL,
+        Opt::value("--out", "DIR", "write DIR/<slug>.jsonl (default book/data, the committed \
+            reference runs)"),
+        Opt::value("--set", "KEY=VALUE", "change one setting of one lab for this run (a field \
+            of its meta record's params); needs --out, as the reference runs keep the labs' \
+            own settings; may repeat"),
+        Opt::value("--name", "NAME", "name this machine in the runs (with --out), for a \
+            workshop's comparison charts"),
         ],
         about: "build the labs in release, run them, validate every record and write the runs",
-        parse: |words| Ok(Task::Lab(words.lab()?)),
-    },
-    TaskSpec {
-        name: "charts",
-        words: "",
-        flags: &[Opt::with_value(
-            "--data",
-            "DIR",
-            "the runs to draw (default book/data)",
-        )],
+        parse: |words| Ok(Task::Lab(words.lab()?)) },
+    TaskSpec { name: "charts", words: "",
+        flags: &[Opt::value("--data", "DIR", "the runs to draw (default book/data)")],
         about: "draw every chart from the runs into target/charts",
-        parse: |words| {
-            Ok(Task::Charts {
-                data: words.path("--data"),
-            })
-        },
-    },
-    TaskSpec {
-        name: "book",
-        words: "[<slug>...]",
-        flags: &[NO_RUN, DATA, RERUN, FULL],
-        about: "run every lab (quick mode unless --full) into target/data, draw the charts \
-                and build the book into target/book; a lab whose binary did not change since \
-                your last run of it is not run again; --no-run, --data and --rerun each \
-                choose where the data comes from: give one at most",
-        parse: |words| Ok(Task::Book(words.book()?)),
-    },
-    TaskSpec {
-        name: "serve",
-        words: "[<slug>...]",
-        flags: &[
-            Opt::with_value("--port", "N", "the port (default 3000)"),
-            NO_RUN,
-            DATA,
-            RERUN,
-            FULL,
-        ],
+        parse: |words| Ok(Task::Charts { data: words.path("--data") }) },
+    TaskSpec { name: "book", words: "[<slug>...]", flags: &[NO_RUN, DATA, RERUN, FULL],
+        about: "run every lab (quick mode unless --full) into target/data, draw the charts and \
+            build the book into target/book; a lab whose binary did not change since your last \
+            run of it is not run again; --no-run, --data and --rerun each choose where the \
+            data comes from: give one at most",
+        parse: |words| Ok(Task::Book(words.book()?)) },
+    TaskSpec { name: "serve", words: "[<slug>...]",
+        flags: &[Opt::value("--port", "N", "the port (default 3000)"), NO_RUN, DATA, RERUN, FULL],
         about: "build the book as `book` does, then serve it on http://127.0.0.1:N until Ctrl-C",
         parse: |words| {
             let port = match words.value("--port") {
@@ -125,99 +84,44 @@ pub const TASKS: &[TaskSpec] = &[
                     .map_err(|_| bad_input(format!("--port {text:?} is not a port number")))?,
                 None => 3000,
             };
-            Ok(Task::Serve {
-                book: words.book()?,
-                port,
-            })
-        },
-    },
-    TaskSpec {
-        name: "test",
-        words: "",
-        flags: &[],
+            Ok(Task::Serve { book: words.book()?, port })
+        } },
+    TaskSpec { name: "test", words: "", flags: &[], parse: |_| Ok(Task::Test),
         about: "everything CI checks: cargo fmt --check, clippy -D warnings, every test of the \
-                labs and the xtask, the book from the reference runs, tidy checks, and the \
-                built pages in headless Chromium (charts, themes, search, widgets)",
-        parse: |_| Ok(Task::Test),
-    },
-    TaskSpec {
-        name: "tidy",
-        words: "",
-        flags: &[],
+            labs and the xtask, the book from the reference runs, tidy checks, and the built \
+            pages in headless Chromium (charts, themes, search, widgets)" },
+    TaskSpec { name: "tidy", words: "", flags: &[], parse: |_| Ok(Task::Tidy),
         about: "only the tidy checks on the sources: includes, chapters, SUMMARY entries, \
-                reference runs (and the crate versions they name), charts",
-        parse: |_| Ok(Task::Tidy),
-    },
-    TaskSpec {
-        name: "browser",
-        words: "",
-        flags: &[],
-        about: "only the browser checks, on the book already in target/book",
-        parse: |_| Ok(Task::Browser),
-    },
-    TaskSpec {
-        name: "lab-tests",
-        words: "",
-        flags: &[],
-        about: "only the tests of the labs, the facts and the widgets, as `test` runs them: \
-                the timer-bound labs' side by side, the others alone",
-        parse: |_| Ok(Task::LabTests),
-    },
-    TaskSpec {
-        name: "exercise-checks",
-        words: "",
-        flags: &[],
+            reference runs (and the crate versions they name), charts" },
+    TaskSpec { name: "browser", words: "", flags: &[], parse: |_| Ok(Task::Browser),
+        about: "only the browser checks, on the book already in target/book" },
+    TaskSpec { name: "lab-tests", words: "", flags: &[], parse: |_| Ok(Task::LabTests),
+        about: "only the tests of the labs, the facts and the widgets, as `test` runs them: the \
+            timer-bound labs' side by side, the others alone" },
+    TaskSpec { name: "exercise-checks", words: "", flags: &[], parse: |_| Ok(Task::ExerciseChecks),
         about: "only the exercises' checks, as `test` runs them: each must fail as shipped and \
-                pass with its solution",
-        parse: |_| Ok(Task::ExerciseChecks),
-    },
-    TaskSpec {
-        name: "prepare",
-        words: "",
-        flags: &[Opt::with_value(
-            "--bundle",
-            "DIR",
-            "also write an offline bundle (cargo vendor + config) into DIR",
-        )],
+            pass with its solution" },
+    TaskSpec { name: "prepare", words: "",
+        flags: &[Opt::value("--bundle", "DIR", "also write an offline bundle (cargo vendor + \
+            config) into DIR")],
         about: "for a workshop, the day before: install what the toolchain lacks, build the \
-                exercises, run every lab once (quick), build the widgets and the book; ends \
-                with `ready` or exactly what is missing",
-        parse: |words| {
-            Ok(Task::Prepare {
-                bundle: words.path("--bundle"),
-            })
-        },
-    },
-    TaskSpec {
-        name: "labs",
-        words: "",
-        flags: &[],
-        about: "list the labs",
-        parse: |_| Ok(Task::Labs),
-    },
-    TaskSpec {
-        name: "exercise",
-        words: "[verify <name> | watch <name>]",
-        flags: &[Opt::switch(
-            "--solution",
-            "with verify: check the solution instead of your code",
-        )],
-        about: "list the exercises (exercises/<name>/) with your progress; verify builds one \
-                and checks your code (src/lib.rs) with the lab's own machinery; watch checks \
-                it again each time you save",
-        parse: |words| Ok(Task::Exercise(words.exercise()?)),
-    },
-    TaskSpec {
-        name: "doctor",
-        words: "<HOST:PORT | --port P ... -- COMMAND> [checks...] [flags]",
-        flags: &[],
+            exercises, run every lab once (quick), build the widgets and the book; ends with \
+            `ready` or exactly what is missing",
+        parse: |words| Ok(Task::Prepare { bundle: words.path("--bundle") }) },
+    TaskSpec { name: "labs", words: "", flags: &[], parse: |_| Ok(Task::Labs),
+        about: "list the labs" },
+    TaskSpec { name: "exercise", words: "[verify <name> | watch <name>]",
+        flags: &[Opt::switch("--solution", "with verify: check the solution instead of your code")],
+        about: "list the exercises (exercises/<name>/) with your progress; verify builds one and \
+            checks your code (src/lib.rs) with the lab's own machinery; watch checks it again \
+            each time you save",
+        parse: |words| Ok(Task::Exercise(words.exercise()?)) },
+    TaskSpec { name: "doctor", words: "<HOST:PORT | --port P ... -- COMMAND> [checks...] [flags]",
+        flags: &[], parse: |_| Err(bad_input("the doctor reads its own command line")),
         about: "build the doctor and probe a running server (yours) for the failures the book \
-                teaches: idle keep-alive, slow head, body and read, handler deadline, blocked \
-                runtime, overload, Retry-After, shutdown; `cargo xtask doctor --help` lists \
-                its flags; its exit code is the doctor's: 0 clean, 1 findings, 2 could not \
-                probe",
-        parse: |_| Err(bad_input("the doctor reads its own command line")),
-    },
+            teaches: idle keep-alive, slow head, body and read, handler deadline, blocked \
+            runtime, overload, Retry-After, shutdown; `cargo xtask doctor --help` lists its \
+            flags; its exit code is the doctor's: 0 clean, 1 findings, 2 could not probe" },
 ];
 
 /// `cargo xtask --help`: every task in [`TASKS`] with its words, what it

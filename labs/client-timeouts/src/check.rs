@@ -12,11 +12,12 @@ use lab_kit::flags::{Flags, Opt};
 use crate::two_phase::{TwoPhase, TwoPhaseError};
 
 /// The check's flags: what [`parse_args`] accepts and what `--help` lists.
+#[rustfmt::skip]
 const CHECK_FLAGS: [Opt; 5] = [
-    Opt::with_value("--target", "HOST:PORT", "the server to check (required)"),
-    Opt::with_value("--path", "/", "the path of the one GET"),
-    Opt::with_value("--ttfb-ms", "8000", "the time-to-first-byte timeout"),
-    Opt::with_value("--idle-ms", "15000", "the body idle timeout"),
+    Opt::value("--target", "HOST:PORT", "the server to check (required)"),
+    Opt::value("--path", "/", "the path of the one GET"),
+    Opt::value("--ttfb-ms", "8000", "the time-to-first-byte timeout"),
+    Opt::value("--idle-ms", "15000", "the body idle timeout"),
     Opt::switch("--allow-remote", "check a target that is not loopback"),
 ];
 

@@ -84,68 +84,24 @@ impl Paths {
 /// The doctor's flags: what [`parse`] accepts and what [`usage`] lists, the
 /// routes first (`PATH_FLAGS` of them), then the settings. A placeholder is the
 /// flag's default where it has one.
+#[rustfmt::skip]
 const FLAGS: [Opt; 14] = [
-    Opt::with_value(
-        "--path",
-        "/",
-        "a fast path: the idle client's request, the canary",
-    ),
-    Opt::with_value(
-        "--body-path",
-        "PATH",
-        "a route that reads a request body (default: --path)",
-    ),
-    Opt::with_value(
-        "--read-path",
-        "PATH",
-        "a route with a large answer (default: --path)",
-    ),
-    Opt::with_value(
-        "--slow-path",
-        "PATH",
-        "a slow route: does the server ever cut it?",
-    ),
-    Opt::with_value(
-        "--heavy-path",
-        "PATH",
-        "a route that does heavy work: does the canary stall?",
-    ),
-    Opt::with_value(
-        "--load-path",
-        "PATH",
-        "a route with limited capacity: shed or queue?",
-    ),
-    Opt::with_value(
-        "--ready-path",
-        "/readyz",
-        "the readiness route (shutdown check)",
-    ),
-    Opt::with_value(
-        "--balancer-idle",
-        "60s",
-        "the idle timeout of the balancer in front",
-    ),
-    Opt::with_value("--window", "45s", "how long the watching checks watch"),
-    Opt::with_value(
-        "--caller-timeout",
-        "1s",
-        "the overload check's callers give up after this",
-    ),
-    Opt::with_value(
-        "--max-in-flight",
-        "64",
-        "the top of the overload ramp (4, a quarter of it, then it)",
-    ),
-    Opt::with_value("--grace", "30s", "SIGTERM to SIGKILL in the shutdown check"),
-    Opt::switch(
-        "--json",
-        "one JSON object on stdout instead of the text report",
-    ),
-    Opt::switch(
-        "--allow-remote",
-        "probe a host that is not loopback (be polite: the ramp stops at 16 callers, each at \
-         most 20 calls a second, and the slow read sends at most 4096 requests)",
-    ),
+    Opt::value("--path", "/", "a fast path: the idle client's request, the canary"),
+    Opt::value("--body-path", "PATH", "a route that reads a request body (default: --path)"),
+    Opt::value("--read-path", "PATH", "a route with a large answer (default: --path)"),
+    Opt::value("--slow-path", "PATH", "a slow route: does the server ever cut it?"),
+    Opt::value("--heavy-path", "PATH", "a route that does heavy work: does the canary stall?"),
+    Opt::value("--load-path", "PATH", "a route with limited capacity: shed or queue?"),
+    Opt::value("--ready-path", "/readyz", "the readiness route (shutdown check)"),
+    Opt::value("--balancer-idle", "60s", "the idle timeout of the balancer in front"),
+    Opt::value("--window", "45s", "how long the watching checks watch"),
+    Opt::value("--caller-timeout", "1s", "the overload check's callers give up after this"),
+    Opt::value("--max-in-flight", "64", "top of the overload ramp (4, a quarter of it, then it)"),
+    Opt::value("--grace", "30s", "SIGTERM to SIGKILL in the shutdown check"),
+    Opt::switch("--json", "one JSON object on stdout instead of the text report"),
+    Opt::switch("--allow-remote", "probe a host that is not loopback (be polite: the ramp stops \
+        at 16 callers, each at most 20 calls a second, and the slow read sends at most 4096 \
+        requests)"),
 ];
 const PATH_FLAGS: usize = 7;
 
@@ -199,7 +155,7 @@ pub fn duration(text: &str) -> Result<Duration> {
 
 /// `--port P`, which goes with a command after `--`: the usage writes it in
 /// its synopsis, not in the lists.
-const PORT: Opt = Opt::with_value("--port", "P", "the port the command listens on");
+const PORT: Opt = Opt::value("--port", "P", "the port the command listens on");
 
 /// Parses the arguments after the program name.
 pub fn parse(args: &[String]) -> Result<Options> {

@@ -189,14 +189,11 @@ pub struct IdleProbeArgs {
 }
 
 /// The probe's flags: what [`parse_args`] accepts and what `--help` lists.
+#[rustfmt::skip]
 const PROBE_FLAGS: [Opt; 4] = [
-    Opt::with_value("--target", "HOST:PORT", "the server to probe (required)"),
-    Opt::with_value("--path", "/", "the path of the one GET"),
-    Opt::with_value(
-        "--window",
-        "SECONDS",
-        "how long to watch the idle connection (75)",
-    ),
+    Opt::value("--target", "HOST:PORT", "the server to probe (required)"),
+    Opt::value("--path", "/", "the path of the one GET"),
+    Opt::value("--window", "SECONDS", "how long to watch the idle connection (75)"),
     Opt::switch("--allow-remote", "probe a target that is not loopback"),
 ];
 

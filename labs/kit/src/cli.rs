@@ -166,26 +166,16 @@ fn machine_name(text: &str) -> Result<String> {
 
 /// The flags of a lab's `main`: what [`parse_command_line`] accepts and
 /// what `--help` lists.
+#[rustfmt::skip]
 pub const LAB_FLAGS: [Opt; 5] = [
     Opt::switch("--quick", "seconds; the default"),
     Opt::switch("--full", "closer to production scales"),
-    Opt::with_value(
-        "--set",
-        "KEY=VALUE",
-        "change one setting for this run (a list is comma-separated); the meta \
-         record and every caption say what was set; may repeat",
-    ),
-    Opt::with_value(
-        "--name",
-        "NAME",
-        "name this machine in the meta record (a workshop's comparison charts \
-         label its runs with it)",
-    ),
-    Opt::switch(
-        "--settings",
-        "print the settings of the mode (after any --set) as KEY=VALUE lines, and \
-         run nothing",
-    ),
+    Opt::value("--set", "KEY=VALUE", "change one setting for this run (a list is \
+        comma-separated); the meta record and every caption say what was set; may repeat"),
+    Opt::value("--name", "NAME", "name this machine in the meta record (a workshop's comparison \
+        charts label its runs with it)"),
+    Opt::switch("--settings", "print the settings of the mode (after any --set) as KEY=VALUE \
+        lines, and run nothing"),
 ];
 
 /// What a lab's command line asks for.

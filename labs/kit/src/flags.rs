@@ -71,7 +71,7 @@ impl Opt {
     }
 
     /// A flag with one: `--out DIR`.
-    pub const fn with_value(name: &'static str, value: &'static str, help: &'static str) -> Opt {
+    pub const fn value(name: &'static str, value: &'static str, help: &'static str) -> Opt {
         Opt {
             name,
             value: Some(value),
@@ -317,7 +317,7 @@ mod tests {
         let args = strings(&["--full", "--count", "2", "-h"]);
         let opts = [
             Opt::switch("--full", ""),
-            Opt::with_value("--count", "N", ""),
+            Opt::value("--count", "N", ""),
             Opt::switch("-h", ""),
         ];
         let mut flags = Flags::new(&args).declared(&opts);
@@ -335,7 +335,7 @@ mod tests {
     #[test]
     fn a_known_list_names_an_unknown_flag_before_its_value() {
         let args = strings(&["--count", "1", "--bogus"]);
-        let opts = [Opt::with_value("--count", "N", "")];
+        let opts = [Opt::value("--count", "N", "")];
         let mut flags = Flags::new(&args).for_what("test").declared(&opts);
         assert_eq!(flags.next_flag().unwrap().unwrap().value, "1");
         let error = flags.next_flag().unwrap_err().to_string();
@@ -346,7 +346,7 @@ mod tests {
     fn a_declared_table_is_the_parse_and_the_help() {
         const OPTS: [Opt; 2] = [
             Opt::switch("--full", "closer to production"),
-            Opt::with_value(
+            Opt::value(
                 "--out",
                 "DIR",
                 "write the runs into DIR instead of book/data",
