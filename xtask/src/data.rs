@@ -6,7 +6,7 @@ use std::{fs, path::Path};
 use anyhow::{Result, anyhow, bail};
 use lab_kit::record::{Meta, Point, Record, parse_line};
 
-use crate::error::usage;
+use lab_kit::exit::bad_input;
 
 /// One lab run, as read from `<slug>.jsonl`.
 #[derive(Debug, Clone)]
@@ -21,10 +21,10 @@ impl RunData {
     /// usage error (exit 2), as a bad argument is.
     pub fn load(path: &Path) -> Result<RunData> {
         let bytes = fs::read(path)
-            .map_err(|error| usage(format!("reading {}: {error}", path.display())))?;
+            .map_err(|error| bad_input(format!("reading {}: {error}", path.display())))?;
         let text = String::from_utf8(bytes)
-            .map_err(|_| usage(format!("{}: not UTF-8 text", path.display())))?;
-        Self::parse(&text).map_err(|error| usage(format!("{}:{error:#}", path.display())))
+            .map_err(|_| bad_input(format!("{}: not UTF-8 text", path.display())))?;
+        Self::parse(&text).map_err(|error| bad_input(format!("{}:{error:#}", path.display())))
     }
 
     /// Parses a whole file; errors start with the line number.
@@ -204,11 +204,11 @@ mod tests {
             "{message}"
         );
         assert!(
-            error.downcast_ref::<crate::error::UsageError>().is_some(),
+            lab_kit::exit::is_bad_input(&error),
             "a corrupt data file is bad input (exit 2): {message}"
         );
         let missing = RunData::load(&dir.join("none.jsonl")).unwrap_err();
-        assert!(missing.downcast_ref::<crate::error::UsageError>().is_some());
+        assert!(lab_kit::exit::is_bad_input(&missing));
         std::fs::remove_dir_all(dir).unwrap();
     }
 }

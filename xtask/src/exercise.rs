@@ -21,7 +21,8 @@ use anyhow::{Context, Result, bail};
 use lab_kit::manifest::PackageManifest;
 use serde::Deserialize;
 
-use crate::{error::usage, project::Project, release};
+use crate::{project::Project, release};
+use lab_kit::exit::bad_input;
 
 mod both_ways;
 
@@ -105,7 +106,7 @@ pub fn find<'a>(all: &'a [ExerciseCrate], name: &str) -> Result<&'a ExerciseCrat
         .find(|exercise| exercise.name == name)
         .ok_or_else(|| {
             let names: Vec<&str> = all.iter().map(|exercise| exercise.name.as_str()).collect();
-            usage(format!(
+            bad_input(format!(
                 "unknown exercise {name:?}; the exercises are: {}",
                 names.join(", ")
             ))
@@ -389,7 +390,7 @@ mod tests {
     fn an_unknown_exercise_is_a_usage_error_listing_the_known_ones() {
         let all = [exercise("a-one", "a")];
         let error = find(&all, "nope").unwrap_err();
-        assert!(error.downcast_ref::<crate::error::UsageError>().is_some());
+        assert!(lab_kit::exit::is_bad_input(&error));
         assert!(error.to_string().contains("the exercises are: a-one"));
     }
 }

@@ -8,7 +8,6 @@ mod browser;
 mod charts;
 mod cli;
 mod data;
-mod error;
 mod exercise;
 mod lab_tests;
 mod project;
@@ -28,8 +27,11 @@ use std::process::ExitCode;
 use anyhow::Result;
 
 use cli::Task;
-use error::UsageError;
+use lab_kit::exit::{self, Exit};
 use project::Project;
+
+/// Who speaks in the xtask's error line.
+const PROGRAM: &str = "xtask";
 
 fn main() -> ExitCode {
     reaper::install();
@@ -39,14 +41,16 @@ fn main() -> ExitCode {
         return tasks::doctor::run(&Project::locate(), &arguments[1..]);
     }
     match Task::parse(&arguments).and_then(|task| dispatch(&task)) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(()) => Exit::Success.into(),
+        // The xtask tells bad usage or input (2) from a task that failed (1).
         Err(error) => {
-            eprintln!("error: {error:#}");
-            if error.downcast_ref::<UsageError>().is_some() {
-                ExitCode::from(2)
+            exit::report(PROGRAM, &error);
+            if exit::is_bad_input(&error) {
+                Exit::Error
             } else {
-                ExitCode::from(1)
+                Exit::Failed
             }
+            .into()
         }
     }
 }

@@ -97,11 +97,10 @@ impl Project {
                 Some(lab) => chosen.push(lab.clone()),
                 None => {
                     let known: Vec<&str> = labs.iter().map(|lab| lab.slug.as_str()).collect();
-                    return Err(crate::error::UsageError(format!(
+                    return Err(lab_kit::exit::bad_input(format!(
                         "unknown lab {name:?}; the labs are: {}",
                         known.join(", ")
-                    ))
-                    .into());
+                    )));
                 }
             }
         }

@@ -14,7 +14,8 @@ use std::{
 use anyhow::{Context, Result, bail};
 use serde::Deserialize;
 
-use crate::{error::usage, project::Project};
+use crate::project::Project;
+use lab_kit::exit::bad_input;
 
 /// What `rust-toolchain.toml` lists.
 #[derive(Debug, Default, Deserialize, PartialEq)]
@@ -152,7 +153,7 @@ pub fn ensure(project: &Project) -> Result<()> {
         return Ok(());
     }
     if !rustup_present() {
-        return Err(usage(format!(
+        return Err(bad_input(format!(
             "this Rust toolchain ({}) lacks the {} that rust-toolchain.toml lists, and rustup \
              is not on PATH to add it: install it with your toolchain's installer \
              (with rustup: `rustup target add ...` / `rustup component add ...`)",

@@ -11,9 +11,16 @@
 //! [`main`] is the check's `main`: it reads the command line, bounds the
 //! check's time, prints one `PASS` or `FAIL` line naming what was measured
 //! (and on a failure a hint), and exits 0 (pass), 1 (fail) or 2 (could not
-//! check). `cargo xtask exercise verify <name>` builds and runs it.
+//! check: one `error:` line on stderr, as every binary here says it, through
+//! `lab_kit::exit`). `cargo xtask exercise verify <name>` builds and runs it.
 
-use std::{fmt, future::Future, process::ExitCode, time::Duration};
+use std::{fmt, future::Future, process::ExitCode, slice, time::Duration};
+
+use anyhow::anyhow;
+use lab_kit::{
+    exit::{self, Exit},
+    flags::{Flags, Opt},
+};
 
 /// How many times faster than production a check runs its timeouts, so a
 /// verdict can say what a lab duration stands for. It displays as the bare
@@ -66,7 +73,7 @@ impl Variant {
     fn flag(self) -> Option<&'static str> {
         match self {
             Variant::Yours => None,
-            Variant::Solution => Some("--solution"),
+            Variant::Solution => Some(SOLUTION.name),
         }
     }
 }
@@ -186,25 +193,30 @@ pub enum Invocation {
 }
 
 const SERVE: &str = "__serve";
-const USAGE: &str = "usage: <exercise> [--solution]";
+const SOLUTION: Opt = Opt::switch("--solution", "check the solution instead of your code");
 
-/// Reads the command line (without the program name).
-pub fn parse(arguments: &[String]) -> Result<Invocation, String> {
-    let (serve, rest) = match arguments.split_first() {
-        Some((first, rest)) if first == SERVE => (true, rest),
-        _ => (false, arguments),
-    };
-    let (variant, rest) = match rest.split_first() {
-        Some((first, rest)) if first == "--solution" => (Variant::Solution, rest),
-        _ => (Variant::Yours, rest),
-    };
-    if serve {
-        return Ok(Invocation::Serve(variant, rest.to_vec()));
+/// Reads the command line (without the program name) with the kit's one
+/// parser; the words after `__serve [--solution]` are the server's own.
+pub fn parse(arguments: &[String]) -> anyhow::Result<Invocation> {
+    if let Some((first, rest)) = arguments.split_first()
+        && first == SERVE
+    {
+        return Ok(match rest.split_first() {
+            Some((first, rest)) if first == SOLUTION.name => {
+                Invocation::Serve(Variant::Solution, rest.to_vec())
+            }
+            _ => Invocation::Serve(Variant::Yours, rest.to_vec()),
+        });
     }
-    match rest.first() {
-        None => Ok(Invocation::Verify(variant)),
-        Some(other) => Err(format!("unexpected argument {other:?} ({USAGE})")),
+    let mut variant = Variant::Yours;
+    let mut flags = Flags::new(arguments).declared(slice::from_ref(&SOLUTION));
+    while let Some(flag) = flags.next_flag()? {
+        match flag.name {
+            "--solution" => variant = Variant::Solution,
+            _ => return Err(flag.unknown()),
+        }
     }
+    Ok(Invocation::Verify(variant))
 }
 
 /// The command line that starts this binary as the server under test, with
@@ -242,10 +254,7 @@ where
     let name = exercise.name;
     let invocation = match parse(&arguments) {
         Ok(invocation) => invocation,
-        Err(problem) => {
-            eprintln!("{name}: {problem}");
-            return ExitCode::from(2);
-        }
+        Err(problem) => return exit::exit_code(name, Err(problem)),
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -254,18 +263,15 @@ where
     {
         Ok(runtime) => runtime,
         Err(error) => {
-            eprintln!("{name}: could not start the runtime: {error}");
-            return ExitCode::from(2);
+            let error = anyhow!(error).context("could not start the runtime");
+            return exit::exit_code(name, Err(error));
         }
     };
     let code = match invocation {
-        Invocation::Serve(variant, rest) => match runtime.block_on(serve(variant, rest)) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(error) => {
-                eprintln!("{name} (server): {error:#}");
-                ExitCode::from(2)
-            }
-        },
+        Invocation::Serve(variant, rest) => exit::exit_code(
+            &format!("{name} (server)"),
+            runtime.block_on(serve(variant, rest)),
+        ),
         Invocation::Verify(variant) => {
             let which = match variant {
                 Variant::Yours => "your code",
@@ -291,12 +297,12 @@ fn watchdog(exercise: Exercise) {
     let late = exercise.bound + Duration::from_secs(3);
     std::thread::spawn(move || {
         std::thread::sleep(late);
-        println!(
-            "{}: could not check: the check did not finish within {} s (is something blocking every runtime thread?)",
-            exercise.name,
+        let error = anyhow!(
+            "could not check: the check did not finish within {} s (is something blocking every runtime thread?)",
             exercise.bound.as_secs()
         );
-        std::process::exit(2);
+        exit::report(exercise.name, &error);
+        std::process::exit(Exit::Error.code().into());
     });
 }
 
@@ -313,18 +319,15 @@ fn report(
         Ok(Ok(verdict)) => {
             println!("{name}: FAIL: {}", verdict.measured);
             println!("hint: {}", exercise.hint);
-            ExitCode::from(1)
+            Exit::Failed.into()
         }
-        Ok(Err(error)) => {
-            println!("{name}: could not check: {error:#}");
-            ExitCode::from(2)
-        }
+        Ok(Err(error)) => exit::exit_code(name, Err(error.context("could not check"))),
         Err(_) => {
-            println!(
-                "{name}: could not check: the check did not finish within {} s",
+            let error = anyhow!(
+                "could not check: the check did not finish within {} s",
                 exercise.bound.as_secs()
             );
-            ExitCode::from(2)
+            exit::exit_code(name, Err(error))
         }
     }
 }
@@ -339,21 +342,24 @@ mod tests {
 
     #[test]
     fn the_command_line_picks_the_variant_and_the_mode() {
-        assert_eq!(parse(&[]), Ok(Invocation::Verify(Variant::Yours)));
+        let parse = |line: &str| parse(&words(line)).unwrap();
+        assert_eq!(parse(""), Invocation::Verify(Variant::Yours));
+        assert_eq!(parse("--solution"), Invocation::Verify(Variant::Solution));
         assert_eq!(
-            parse(&words("--solution")),
-            Ok(Invocation::Verify(Variant::Solution))
+            parse("__serve --solution --port 7"),
+            Invocation::Serve(Variant::Solution, words("--port 7"))
         );
         assert_eq!(
-            parse(&words("__serve --solution --port 7")),
-            Ok(Invocation::Serve(Variant::Solution, words("--port 7")))
+            parse("__serve --port 7"),
+            Invocation::Serve(Variant::Yours, words("--port 7"))
         );
-        assert_eq!(
-            parse(&words("__serve --port 7")),
-            Ok(Invocation::Serve(Variant::Yours, words("--port 7")))
-        );
-        let error = parse(&words("--fast")).unwrap_err();
-        assert!(error.contains("unexpected argument \"--fast\""), "{error}");
+        for (line, says) in [
+            ("--fast", "unknown flag \"--fast\""),
+            ("solution", "unexpected argument \"solution\""),
+        ] {
+            let error = super::parse(&words(line)).unwrap_err().to_string();
+            assert!(error.contains(says), "{line}: {error}");
+        }
     }
 
     #[test]

@@ -108,20 +108,7 @@ impl ProberArgs {
 /// The `main` of the prober process: its own small runtime, errors printed
 /// once, exit code 2 on failure.
 pub fn prober_main(args: &[String]) -> ExitCode {
-    let outcome = ProberArgs::parse(args).and_then(|args| {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .context("starting the prober runtime")?
-            .block_on(probe(args))
-    });
-    match outcome {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("error: prober: {error:#}");
-            ExitCode::from(2)
-        }
-    }
+    lab_kit::cli::run_subcommand("prober", async { probe(ProberArgs::parse(args)?).await })
 }
 
 /// How many probes may be waiting at once; past that a tick is skipped.

@@ -136,13 +136,10 @@ pub enum ServerLine {
 
 /// The `main` of the report server process: errors printed once, exit 2.
 pub fn report_server_main(args: &[String]) -> ExitCode {
-    match ReportServerArgs::parse(args).and_then(serve) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("error: report server: {error:#}");
-            ExitCode::from(2)
-        }
-    }
+    lab_kit::exit::exit_code(
+        "report server",
+        ReportServerArgs::parse(args).and_then(serve),
+    )
 }
 
 struct ReportState {

@@ -7,15 +7,30 @@
 use std::{net::SocketAddr, time::Duration};
 
 use anyhow::{Context, Result, bail};
-use lab_kit::flags::Flags;
+use lab_kit::flags::{Flags, Opt};
 
 use crate::two_phase::{TwoPhase, TwoPhaseError};
 
-pub const CHECK_USAGE: &str = "Usage: lab-client-timeouts check --target HOST:PORT [--path /] \
-     [--ttfb-ms 8000] [--idle-ms 15000] [--allow-remote]\n\n\
-     Sends one GET with a 2 s connect timeout, a time-to-first-byte timeout and a body idle \
-     timeout, and says which phase, if any, failed.\nLoopback targets only (127.0.0.0/8, [::1]) \
-     unless --allow-remote is given.";
+/// The check's flags: what [`parse_args`] accepts and what `--help` lists.
+#[rustfmt::skip]
+const CHECK_FLAGS: [Opt; 5] = [
+    Opt::value("--target", "HOST:PORT", "the server to check (required)"),
+    Opt::value("--path", "/", "the path of the one GET"),
+    Opt::value("--ttfb-ms", "8000", "the time-to-first-byte timeout"),
+    Opt::value("--idle-ms", "15000", "the body idle timeout"),
+    Opt::switch("--allow-remote", "check a target that is not loopback"),
+];
+
+/// `check --help`.
+pub fn check_usage() -> String {
+    format!(
+        "Usage: lab-client-timeouts check --target HOST:PORT [FLAGS]\n\n\
+         Sends one GET with a 2 s connect timeout, a time-to-first-byte timeout and a\n\
+         body idle timeout, and says which phase, if any, failed. Loopback targets only\n\
+         (127.0.0.0/8, [::1]) unless --allow-remote is given.\n\n{}",
+        lab_kit::flags::help(&CHECK_FLAGS, 2).trim_end()
+    )
+}
 
 /// The `check` subcommand's arguments.
 #[derive(Debug, Clone, PartialEq)]
@@ -35,8 +50,7 @@ pub fn parse_args(arguments: &[String]) -> Result<CheckArgs> {
     let mut allow_remote = false;
     let mut flags = Flags::new(arguments)
         .for_what("check")
-        .with_switches(&["--allow-remote"])
-        .known(&["--target", "--path", "--ttfb-ms", "--idle-ms"]);
+        .declared(&CHECK_FLAGS);
     while let Some(flag) = flags.next_flag()? {
         match flag.name {
             "--target" => target = Some(flag.value.to_string()),
@@ -74,7 +88,7 @@ pub fn parse_args(arguments: &[String]) -> Result<CheckArgs> {
 /// The whole subcommand: parse, one GET, print the verdict.
 pub async fn run_check(arguments: &[String]) -> Result<()> {
     if lab_kit::flags::asks_for_help(arguments) {
-        println!("{CHECK_USAGE}");
+        println!("{}", check_usage());
         return Ok(());
     }
     let args = parse_args(arguments)?;

@@ -145,20 +145,7 @@ pub struct CostLine {
 /// The `main` of the cost client: its own small runtime, errors printed
 /// once, exit code 2 on failure.
 pub fn cost_main(args: &[String]) -> ExitCode {
-    let outcome = CostArgs::parse(args).and_then(|args| {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .context("starting the cost client's runtime")?
-            .block_on(drive(args))
-    });
-    match outcome {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("error: cost client: {error:#}");
-            ExitCode::from(2)
-        }
-    }
+    lab_kit::cli::run_subcommand("cost client", async { drive(CostArgs::parse(args)?).await })
 }
 
 #[derive(Default)]

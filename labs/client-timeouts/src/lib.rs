@@ -218,7 +218,10 @@ pub fn main() -> std::process::ExitCode {
     }
     if arguments.first().map(String::as_str) == Some("check") {
         // A verdict on stdout and exit 0, or one error line and exit 2.
-        return lab_kit::cli::run_subcommand(crate::check::run_check(&arguments[1..]));
+        return lab_kit::cli::run_subcommand(
+            concat!(env!("CARGO_PKG_NAME"), " check"),
+            crate::check::run_check(&arguments[1..]),
+        );
     }
     lab_kit::cli::run_lab(
         include_str!("../Cargo.toml"),

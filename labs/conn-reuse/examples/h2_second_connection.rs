@@ -14,7 +14,9 @@
 use std::collections::BTreeMap;
 use std::process::ExitCode;
 
+use anyhow::anyhow;
 use lab_conn_reuse::{Setup, measure};
+use lab_kit::exit::{self, Exit};
 
 /// Rounds when no count is given, and the most the loop accepts (each round
 /// takes a few milliseconds, so the loop stays well under a minute).
@@ -23,12 +25,14 @@ const MAX_ROUNDS: usize = 5_000;
 
 #[tokio::main(flavor = "multi_thread")]
 async fn main() -> ExitCode {
+    let program = "h2_second_connection";
     let rounds = match std::env::args().nth(1).map(|arg| arg.parse::<usize>()) {
         None => DEFAULT_ROUNDS,
         Some(Ok(rounds)) if (1..=MAX_ROUNDS).contains(&rounds) => rounds,
         Some(_) => {
-            eprintln!("error: the number of rounds must be a whole number from 1 to {MAX_ROUNDS}");
-            return ExitCode::from(2);
+            let error =
+                anyhow!("the number of rounds must be a whole number from 1 to {MAX_ROUNDS}");
+            return exit::exit_code(program, Err(error));
         }
     };
     let mut accepted: BTreeMap<u64, usize> = BTreeMap::new();
@@ -36,8 +40,9 @@ async fn main() -> ExitCode {
         match measure(Setup::Http2, 100, 50, 64).await {
             Ok(summary) => *accepted.entry(summary.connections).or_default() += 1,
             Err(error) => {
-                eprintln!("error: {error:#}");
-                return ExitCode::FAILURE;
+                // A round that fails ends the loop as a failed run.
+                exit::report(program, &error);
+                return Exit::Failed.into();
             }
         }
     }

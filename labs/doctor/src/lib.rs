@@ -32,17 +32,10 @@ pub use crate::{
 /// took 8 to 24 s to compile; with it here, under half a second
 /// (ARCHITECTURE.md, "Timings and build profiles").
 pub fn main() -> std::process::ExitCode {
-    use std::process::ExitCode;
-
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().map(String::as_str) == Some("serve") {
-        return match crate::services::serve_main(&args[1..]) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(error) => {
-                eprintln!("error: {error:#}");
-                ExitCode::from(2)
-            }
-        };
+        let program = concat!(env!("CARGO_PKG_NAME"), " serve");
+        return lab_kit::exit::exit_code(program, crate::services::serve_main(&args[1..]));
     }
     lab_kit::cli::run_lab(
         include_str!("../Cargo.toml"),

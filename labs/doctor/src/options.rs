@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use lab_kit::flags::Flags;
+use lab_kit::flags::{self, Arg, Flags, Opt};
 
 use crate::finding::{Check, Finding};
 
@@ -81,7 +81,34 @@ impl Paths {
     }
 }
 
-pub const USAGE: &str = "\
+/// The doctor's flags: what [`parse`] accepts and what [`usage`] lists, the
+/// routes first (`PATH_FLAGS` of them), then the settings. A placeholder is the
+/// flag's default where it has one.
+#[rustfmt::skip]
+const FLAGS: [Opt; 14] = [
+    Opt::value("--path", "/", "a fast path: the idle client's request, the canary"),
+    Opt::value("--body-path", "PATH", "a route that reads a request body (default: --path)"),
+    Opt::value("--read-path", "PATH", "a route with a large answer (default: --path)"),
+    Opt::value("--slow-path", "PATH", "a slow route: does the server ever cut it?"),
+    Opt::value("--heavy-path", "PATH", "a route that does heavy work: does the canary stall?"),
+    Opt::value("--load-path", "PATH", "a route with limited capacity: shed or queue?"),
+    Opt::value("--ready-path", "/readyz", "the readiness route (shutdown check)"),
+    Opt::value("--balancer-idle", "60s", "the idle timeout of the balancer in front"),
+    Opt::value("--window", "45s", "how long the watching checks watch"),
+    Opt::value("--caller-timeout", "1s", "the overload check's callers give up after this"),
+    Opt::value("--max-in-flight", "64", "top of the overload ramp (4, a quarter of it, then it)"),
+    Opt::value("--grace", "30s", "SIGTERM to SIGKILL in the shutdown check"),
+    Opt::switch("--json", "one JSON object on stdout instead of the text report"),
+    Opt::switch("--allow-remote", "probe a host that is not loopback (be polite: the ramp stops \
+        at 16 callers, each at most 20 calls a second, and the slow read sends at most 4096 \
+        requests)"),
+];
+const PATH_FLAGS: usize = 7;
+
+/// `doctor --help`.
+pub fn usage() -> String {
+    format!(
+        "\
 Usage: doctor [FLAGS] HOST:PORT [CHECK...]
        doctor [FLAGS] --port P [CHECK...] -- COMMAND [ARGS...]
 
@@ -95,27 +122,15 @@ Checks (default: all): idle-keepalive, slow-head, slow-body, slow-read,
 handler-deadline, blocked-runtime, overload, retry-after, shutdown.
 
 Paths (a check whose path is not given is skipped):
-  --path /              a fast path: the idle client's request, the canary
-  --body-path PATH      a route that reads a request body (default: --path)
-  --read-path PATH      a route with a large answer (default: --path)
-  --slow-path PATH      a slow route: does the server ever cut it?
-  --heavy-path PATH     a route that does heavy work: does the canary stall?
-  --load-path PATH      a route with limited capacity: shed or queue?
-  --ready-path /readyz  the readiness route (shutdown check)
-Settings:
-  --balancer-idle 60s   the idle timeout of the balancer in front
-  --window 45s          how long the watching checks watch
-  --caller-timeout 1s   the overload check's callers give up after this
-  --max-in-flight 64    the top of the overload ramp (4, a quarter of it, then it)
-  --grace 30s           SIGTERM to SIGKILL in the shutdown check
-  --json                one JSON object on stdout instead of the text report
-  --allow-remote        probe a host that is not loopback (be polite: the
-                        ramp stops at 16 callers, each at most 20 calls a
-                        second, and the slow read sends at most 4096 requests)
-Durations: 60s, 1.5s, 250ms, 2m.
+{}Settings:
+{}Durations: 60s, 1.5s, 250ms, 2m.
 
 Exit: 0 every check passed or was skipped; 1 a check warned or failed;
-2 could not probe (bad arguments, nothing listening, not HTTP, no answer).";
+2 could not probe (bad arguments, nothing listening, not HTTP, no answer).",
+        flags::help(&FLAGS[..PATH_FLAGS], 2),
+        flags::help(&FLAGS[PATH_FLAGS..], 2)
+    )
+}
 
 /// `60s`, `1.5s`, `250ms`, `2m`.
 pub fn duration(text: &str) -> Result<Duration> {
@@ -138,22 +153,9 @@ pub fn duration(text: &str) -> Result<Duration> {
     Ok(Duration::from_secs_f64(seconds))
 }
 
-const VALUE_FLAGS: &[&str] = &[
-    "--path",
-    "--body-path",
-    "--read-path",
-    "--slow-path",
-    "--heavy-path",
-    "--load-path",
-    "--ready-path",
-    "--balancer-idle",
-    "--window",
-    "--caller-timeout",
-    "--max-in-flight",
-    "--grace",
-    "--port",
-];
-const SWITCHES: &[&str] = &["--json", "--allow-remote"];
+/// `--port P`, which goes with a command after `--`: the usage writes it in
+/// its synopsis, not in the lists.
+const PORT: Opt = Opt::value("--port", "P", "the port the command listens on");
 
 /// Parses the arguments after the program name.
 pub fn parse(args: &[String]) -> Result<Options> {
@@ -161,15 +163,20 @@ pub fn parse(args: &[String]) -> Result<Options> {
         Some(split) => (&args[..split], Some(&args[split + 1..])),
         None => (args, None),
     };
-    // The words that are not flags or their values: the target and checks.
-    let (flags, mut words) = flags_and_words(args);
     let mut options = defaults();
     let mut port = None;
-    let mut parsed = Flags::new(&flags)
-        .known(VALUE_FLAGS)
-        .with_switches(SWITCHES)
-        .for_what("doctor");
-    while let Some(flag) = parsed.next_flag()? {
+    // The words that are not flags or their values: the target and checks.
+    let mut words = Vec::new();
+    let declared = [&FLAGS[..], &[PORT]].concat();
+    let mut parsed = Flags::new(args).declared(&declared).for_what("doctor");
+    while let Some(arg) = parsed.next_arg()? {
+        let flag = match arg {
+            Arg::Word(word) => {
+                words.push(word);
+                continue;
+            }
+            Arg::Flag(flag) => flag,
+        };
         let path = || -> Result<String> {
             if !flag.value.starts_with('/') {
                 bail!(
@@ -209,24 +216,6 @@ pub fn parse(args: &[String]) -> Result<Options> {
     options.target = target_from(port, command, &mut words)?;
     options.checks = checks_named(words)?;
     Ok(options)
-}
-
-/// The flags with their values, in order, and the other words.
-fn flags_and_words(args: &[String]) -> (Vec<String>, Vec<&str>) {
-    let mut flags = Vec::new();
-    let mut words = Vec::new();
-    let mut rest = args.iter();
-    while let Some(arg) = rest.next() {
-        if VALUE_FLAGS.contains(&arg.as_str()) {
-            flags.push(arg.clone());
-            flags.extend(rest.next().cloned());
-        } else if arg.starts_with('-') {
-            flags.push(arg.clone());
-        } else {
-            words.push(arg.as_str());
-        }
-    }
-    (flags, words)
 }
 
 /// The options before any flag: the defaults the usage gives.

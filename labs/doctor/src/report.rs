@@ -1,6 +1,7 @@
 //! The report: a table for people, one JSON object for machines, and the
 //! exit code (0 clean, 1 findings, 2 could not probe).
 
+use lab_kit::exit::Exit;
 use serde::Serialize;
 
 use crate::{
@@ -20,11 +21,10 @@ pub struct Report {
 
 impl Report {
     pub fn new(options: &Options, findings: Vec<Finding>) -> Report {
-        let exit = u8::from(
-            findings
-                .iter()
-                .any(|finding| matches!(finding.grade, Grade::Warn | Grade::Fail)),
-        );
+        let found = findings
+            .iter()
+            .any(|finding| matches!(finding.grade, Grade::Warn | Grade::Fail));
+        let exit = if found { Exit::Failed } else { Exit::Success }.code();
         Report {
             target: describe(&options.target),
             balancer_idle_s: options.balancer_idle.as_secs_f64(),

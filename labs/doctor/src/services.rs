@@ -244,10 +244,10 @@ pub type WriteTimeout = HookedStream<WriteTimer>;
 /// `lab-doctor serve stock|hardened --port P [--scale S]`.
 pub fn serve_main(args: &[String]) -> Result<()> {
     let Some((which, flags)) = args.split_first() else {
-        bail!("serve: which service? stock-axum or hardened");
+        bail!("which service? stock-axum or hardened");
     };
     let service = Service::named(which)
-        .with_context(|| format!("serve: unknown service {which:?} (stock-axum or hardened)"))?;
+        .with_context(|| format!("unknown service {which:?} (stock-axum or hardened)"))?;
     let (mut port, mut scale) = (0u16, 1.0f64);
     let mut parsed = Flags::new(flags).for_what("serve");
     while let Some(flag) = parsed.next_flag()? {

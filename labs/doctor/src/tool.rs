@@ -10,7 +10,12 @@ use std::{
     time::Duration,
 };
 
+use lab_kit::exit::{self, Exit};
+
 use crate::{Check, Finding, Report, checks, options};
+
+/// Who speaks in the doctor's error line.
+const PROGRAM: &str = "doctor";
 
 /// Progress on stderr: one line a check as it ends.
 struct Lines {
@@ -40,19 +45,16 @@ impl checks::Progress for Lines {
     }
 }
 
-/// The `doctor` command: see [`options::USAGE`].
+/// The `doctor` command: see [`options::usage`].
 pub fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if lab_kit::flags::asks_for_help(&args) {
-        let _ = writeln!(std::io::stdout(), "{}", options::USAGE);
+        let _ = writeln!(std::io::stdout(), "{}", options::usage());
         return ExitCode::SUCCESS;
     }
     let options = match options::parse(&args) {
         Ok(options) => options,
-        Err(error) => {
-            eprintln!("doctor: {error:#}");
-            return ExitCode::from(2);
-        }
+        Err(error) => return exit::exit_code(PROGRAM, Err(error)),
     };
     let progress = Lines {
         quiet: options.json && !std::io::stderr().is_terminal(),
@@ -82,19 +84,16 @@ pub fn main() -> ExitCode {
                     let _ = writeln!(std::io::stdout(), "{text}");
                     ExitCode::from(report.exit)
                 }
-                Err(error) => {
-                    eprintln!("doctor: encoding the report: {error}");
-                    ExitCode::from(2)
-                }
+                Err(error) => exit::exit_code(PROGRAM, Err(error.context("encoding the report"))),
             }
         }
         Err(error) => {
-            eprintln!("doctor: could not probe: {error:#}");
             if options.json {
-                let line = serde_json::json!({ "error": format!("{error:#}"), "exit": 2 });
+                let exit = Exit::Error.code();
+                let line = serde_json::json!({ "error": format!("{error:#}"), "exit": exit });
                 let _ = writeln!(std::io::stdout(), "{line}");
             }
-            ExitCode::from(2)
+            exit::exit_code(PROGRAM, Err(error.context("could not probe")))
         }
     }
 }

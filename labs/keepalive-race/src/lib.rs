@@ -107,7 +107,10 @@ pub fn main() -> std::process::ExitCode {
     let arguments: Vec<String> = std::env::args().skip(1).collect();
     if arguments.first().map(String::as_str) == Some("probe") {
         // A verdict on stdout and exit 0, or one error line and exit 2.
-        return lab_kit::cli::run_subcommand(crate::probe::run_probe(&arguments[1..]));
+        return lab_kit::cli::run_subcommand(
+            concat!(env!("CARGO_PKG_NAME"), " probe"),
+            crate::probe::run_probe(&arguments[1..]),
+        );
     }
     lab_kit::cli::run_lab(
         include_str!("../Cargo.toml"),

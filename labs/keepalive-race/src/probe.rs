@@ -12,7 +12,7 @@ use std::{
 };
 
 use anyhow::{Context, Result, bail};
-use lab_kit::flags::Flags;
+use lab_kit::flags::{Flags, Opt};
 use serde::Serialize;
 
 use crate::wire::{Wire, WireError, get_request, keep_alive_timeout};
@@ -188,11 +188,25 @@ pub struct IdleProbeArgs {
     pub allow_remote: bool,
 }
 
-pub const PROBE_USAGE: &str = "Usage: lab-keepalive-race probe --target HOST:PORT [--path /] \
-     [--window SECONDS] [--allow-remote]\n\n\
-     Sends one GET, then measures how long the server keeps the idle keep-alive connection \
-     open.\nBounded: at most 2 s to connect + 5 s for the response + the window (75 s by \
-     default).\nLoopback targets only, unless --allow-remote is given.";
+/// The probe's flags: what [`parse_args`] accepts and what `--help` lists.
+#[rustfmt::skip]
+const PROBE_FLAGS: [Opt; 4] = [
+    Opt::value("--target", "HOST:PORT", "the server to probe (required)"),
+    Opt::value("--path", "/", "the path of the one GET"),
+    Opt::value("--window", "SECONDS", "how long to watch the idle connection (75)"),
+    Opt::switch("--allow-remote", "probe a target that is not loopback"),
+];
+
+/// `probe --help`.
+pub fn probe_usage() -> String {
+    format!(
+        "Usage: lab-keepalive-race probe --target HOST:PORT [FLAGS]\n\n\
+         Sends one GET, then measures how long the server keeps the idle keep-alive\n\
+         connection open. Bounded: at most 2 s to connect + 5 s for the response + the\n\
+         window. Loopback targets only, unless --allow-remote is given.\n\n{}",
+        lab_kit::flags::help(&PROBE_FLAGS, 2).trim_end()
+    )
+}
 
 /// Parses the arguments after `probe` with the kit's [`Flags`]:
 /// `--allow-remote` alone, every other flag with one value.
@@ -203,8 +217,7 @@ pub fn parse_args(arguments: &[String]) -> Result<IdleProbeArgs> {
     let mut window = Duration::from_secs(75);
     let mut flags = Flags::new(arguments)
         .for_what("probe")
-        .with_switches(&["--allow-remote"])
-        .known(&["--target", "--path", "--window"]);
+        .declared(&PROBE_FLAGS);
     while let Some(flag) = flags
         .next_flag()
         .map_err(|error| anyhow::anyhow!("{error} (see probe --help)"))?
@@ -278,7 +291,7 @@ pub async fn resolve_target(target: &str, allow_remote: bool) -> Result<SocketAd
 /// The whole subcommand: parse, resolve, probe, print the verdict.
 pub async fn run_probe(arguments: &[String]) -> Result<()> {
     if lab_kit::flags::asks_for_help(arguments) {
-        println!("{PROBE_USAGE}");
+        println!("{}", probe_usage());
         return Ok(());
     }
     let args = parse_args(arguments)?;

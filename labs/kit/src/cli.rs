@@ -1,5 +1,6 @@
 //! The `main` every lab shares: parse `--quick` / `--full`, run the lab on a
-//! multi-thread runtime under a hard time budget, print errors once, exit 2.
+//! multi-thread runtime under a hard time budget, print errors once, exit 2
+//! (through [`crate::exit`], the one error path).
 
 use std::{fmt, str::FromStr};
 #[cfg(feature = "runtime")]
@@ -12,8 +13,10 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::settings::Settings;
 
+use crate::flags::Opt;
+
 #[cfg(feature = "runtime")]
-use crate::output::Output;
+use crate::{exit, output::Output};
 
 /// How long and how thoroughly a lab measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -70,36 +73,29 @@ where
     F: FnOnce(Mode, C, Output) -> Fut,
     Fut: Future<Output = Result<()>>,
 {
-    exit_code(LabInfo::from_manifest(manifest).and_then(|info| {
-        parse_and_run(&info, settings, lab).with_context(|| format!("lab-{}", info.slug))
-    }))
+    match LabInfo::from_manifest(manifest) {
+        Ok(info) => exit::exit_code(
+            &format!("lab-{}", info.slug),
+            parse_and_run(&info, settings, lab),
+        ),
+        Err(error) => exit::exit_code("lab", Err(error)),
+    }
 }
 
-/// The `main` of a lab's subcommand (a check of the reader's own server, for
-/// example): runs `work` on a current-thread runtime; success is exit 0, and
-/// a failure its error chain on one line of stderr and exit 2. `work` bounds
-/// its own time.
+/// The `main` of a lab's subcommand or child process (a check of the
+/// reader's own server, a prober): runs `work` on a current-thread runtime;
+/// success is exit 0, and a failure `error: <program>: <chain>` on one line
+/// of stderr and exit 2. `work` bounds its own time.
 #[cfg(feature = "runtime")]
-pub fn run_subcommand(work: impl Future<Output = Result<()>>) -> ExitCode {
-    exit_code(
+pub fn run_subcommand(program: &str, work: impl Future<Output = Result<()>>) -> ExitCode {
+    exit::exit_code(
+        program,
         tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .context("starting the tokio runtime")
             .and_then(|runtime| runtime.block_on(work)),
     )
-}
-
-/// Exit 0, or the error chain on one line of stderr and exit 2.
-#[cfg(feature = "runtime")]
-fn exit_code(outcome: Result<()>) -> ExitCode {
-    match outcome {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("error: {error:#}");
-            ExitCode::from(2)
-        }
-    }
 }
 
 #[cfg(feature = "runtime")]
@@ -111,18 +107,15 @@ where
 {
     let Some(command) = parse_command_line(&std::env::args().skip(1).collect::<Vec<_>>())? else {
         println!(
-            "lab-{}: {}\n\nUsage: lab-{} [--quick | --full] [--set KEY=VALUE]... [--name NAME] [--settings]\n\n\
-             Prints JSON Lines records to stdout and progress to stderr.\n\
-             --quick          seconds; the default (budget {:?})\n\
-             --full           closer to production scales (budget {:?})\n\
-             --set KEY=VALUE  change one setting for this run (a list is\n\
-             \x20                comma-separated); the meta record and every\n\
-             \x20                caption say what was set\n\
-             --name NAME      name this machine in the meta record (a workshop's\n\
-             \x20                comparison charts label its runs with it)\n\
-             --settings       print the settings of the mode (after any --set)\n\
-             \x20                as KEY=VALUE lines, and run nothing",
-            info.slug, info.about, info.slug, info.quick_budget, info.full_budget
+            "lab-{}: {}\n\nUsage: lab-{} [options]\n\n\
+             Prints JSON Lines records to stdout and progress to stderr; a run\n\
+             takes at most {:?} (quick) or {:?} (full).\n\n{}",
+            info.slug,
+            info.about,
+            info.slug,
+            info.quick_budget,
+            info.full_budget,
+            crate::flags::help(&LAB_FLAGS, 0).trim_end()
         );
         return Ok(());
     };
@@ -173,6 +166,20 @@ fn machine_name(text: &str) -> Result<String> {
     Ok(text.to_string())
 }
 
+/// The flags of a lab's `main`: what [`parse_command_line`] accepts and
+/// what `--help` lists.
+#[rustfmt::skip]
+pub const LAB_FLAGS: [Opt; 5] = [
+    Opt::switch("--quick", "seconds; the default"),
+    Opt::switch("--full", "closer to production scales"),
+    Opt::value("--set", "KEY=VALUE", "change one setting for this run (a list is \
+        comma-separated); the meta record and every caption say what was set; may repeat"),
+    Opt::value("--name", "NAME", "name this machine in the meta record (a workshop's comparison \
+        charts label its runs with it)"),
+    Opt::switch("--settings", "print the settings of the mode (after any --set) as KEY=VALUE \
+        lines, and run nothing"),
+];
+
 /// What a lab's command line asks for.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LabCommandLine {
@@ -196,9 +203,7 @@ pub fn parse_command_line(args: &[String]) -> Result<Option<LabCommandLine>> {
         name: None,
         print_settings: false,
     };
-    let mut flags = crate::flags::Flags::new(args)
-        .with_switches(&["--quick", "--full", "--settings"])
-        .known(&["--set", "--name"]);
+    let mut flags = crate::flags::Flags::new(args).declared(&LAB_FLAGS);
     while let Some(flag) = flags.next_flag()? {
         match flag.name {
             "--quick" => command.mode = Mode::Quick,

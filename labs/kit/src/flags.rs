@@ -1,7 +1,9 @@
-//! The one command-line parser of the labs: `--flag value` pairs for the
+//! The one command-line parser of the workspace: `--flag value` pairs for the
 //! hidden subcommands of a lab binary (a prober, a server child) and its small
-//! tools, and the few switches a lab's `main` takes (`--quick`, `--full`,
-//! `--help`); one-line errors.
+//! tools, the switches a lab's `main` takes (`--quick`, `--full`, `--help`),
+//! an exercise's check (`--solution`) and the xtask's tasks; one-line errors.
+//! A command that declares its flags as a table of [`Opt`]s gets both its
+//! parse and its `--help` lines from that one table ([`help`]).
 //!
 //! A lab that runs a child process usually re-executes its own binary with a
 //! hidden subcommand and passes the child's settings as flags. Those command
@@ -36,9 +38,83 @@ use anyhow::{Context, Result, anyhow};
 pub struct Flags<'a> {
     rest: slice::Iter<'a, String>,
     what: &'a str,
-    switches: &'a [&'a str],
-    only_switches: bool,
-    known: &'a [&'a str],
+    declared: Option<&'a [Opt]>,
+}
+
+/// One word of a command line that takes words besides its flags (the
+/// xtask's `lab conn-reuse --full`): a flag, or a word of its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arg<'a> {
+    Flag(Flag<'a>),
+    Word(&'a str),
+}
+
+/// One flag a command declares: its name, the placeholder of its value
+/// (`None` for a switch), and one line of help. A command's table of these
+/// is what its parser accepts ([`Flags::declared`]) and what its `--help`
+/// lists ([`help`]), so the two cannot disagree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Opt {
+    pub name: &'static str,
+    pub value: Option<&'static str>,
+    pub help: &'static str,
+}
+
+impl Opt {
+    /// A flag without a value: `--full`.
+    pub const fn switch(name: &'static str, help: &'static str) -> Opt {
+        Opt {
+            name,
+            value: None,
+            help,
+        }
+    }
+
+    /// A flag with one: `--out DIR`.
+    pub const fn value(name: &'static str, value: &'static str, help: &'static str) -> Opt {
+        Opt {
+            name,
+            value: Some(value),
+            help,
+        }
+    }
+
+    /// `--out DIR`, or `--full`: how the flag is written.
+    pub fn synopsis(&self) -> String {
+        match self.value {
+            Some(value) => format!("{} {value}", self.name),
+            None => self.name.to_string(),
+        }
+    }
+}
+
+/// The `--help` lines of a table of flags: each flag's synopsis after
+/// `indent` spaces, its help beside it in one column, wrapped to 80
+/// characters.
+pub fn help(opts: &[Opt], indent: usize) -> String {
+    let width = opts
+        .iter()
+        .map(|opt| opt.synopsis().len())
+        .max()
+        .unwrap_or(0);
+    let column = indent + width + 2;
+    let mut text = String::new();
+    for opt in opts {
+        let mut line = format!("{:indent$}{:width$}  ", "", opt.synopsis());
+        for word in opt.help.split_whitespace() {
+            if line.len() > column && line.len() + 1 + word.len() > 80 {
+                text.push_str(line.trim_end());
+                text.push('\n');
+                line = " ".repeat(column);
+            } else if line.len() > column {
+                line.push(' ');
+            }
+            line.push_str(word);
+        }
+        text.push_str(line.trim_end());
+        text.push('\n');
+    }
+    text
 }
 
 /// One `--name value` pair.
@@ -68,34 +144,18 @@ impl<'a> Flags<'a> {
         Flags {
             rest: args.iter(),
             what: "",
-            switches: &[],
-            only_switches: false,
-            known: &[],
+            declared: None,
         }
     }
 
-    /// The flags that take a value. With a list, a name not on it (nor a
-    /// switch) is an unknown flag at once, before any value is read: `--bogus`
-    /// alone is `unknown flag "--bogus"`, not `--bogus needs a value`.
-    pub fn known(mut self, names: &'a [&'a str]) -> Flags<'a> {
-        self.known = names;
-        self
-    }
-
-    /// A command line of switches only (a lab's `--quick`, `--full`,
-    /// `--help`): every flag comes back with an empty `value`, so one the
-    /// caller does not know is an unknown flag, not a flag missing a value.
-    pub fn switches_only(args: &'a [String]) -> Flags<'a> {
-        Flags {
-            only_switches: true,
-            ..Flags::new(args)
-        }
-    }
-
-    /// Flags that take no value (`--full`, `--help`): they come back from
-    /// [`Flags::next_flag`] with an empty `value`.
-    pub fn with_switches(mut self, switches: &'a [&'a str]) -> Flags<'a> {
-        self.switches = switches;
+    /// The flags a command declares: one not in the table is an unknown flag
+    /// at once, before any value is read (`--bogus` alone is `unknown flag
+    /// "--bogus"`, not `--bogus needs a value`); a switch comes back with an
+    /// empty `value`; any other takes the word after it. Without a table
+    /// (a lab's own children, whose command lines the lab writes), every flag
+    /// takes a value and the caller names the unknown ones.
+    pub fn declared(mut self, opts: &'a [Opt]) -> Flags<'a> {
+        self.declared = Some(opts);
         self
     }
 
@@ -109,22 +169,37 @@ impl<'a> Flags<'a> {
     /// The next pair (or switch), `None` at the end, or an error when a flag
     /// has no value (`--db needs a value`) or a word is not a flag.
     pub fn next_flag(&mut self) -> Result<Option<Flag<'a>>> {
+        match self.next_arg()? {
+            Some(Arg::Word(word)) => Err(anyhow!(
+                "unexpected argument {word:?} (flags start with --)"
+            )),
+            Some(Arg::Flag(flag)) => Ok(Some(flag)),
+            None => Ok(None),
+        }
+    }
+
+    /// The next flag or word, `None` at the end, or an error when a flag is
+    /// unknown or has no value. A word is anything that does not start
+    /// with `-`, or a flag's value.
+    pub fn next_arg(&mut self) -> Result<Option<Arg<'a>>> {
         let Some(name) = self.rest.next() else {
             return Ok(None);
         };
         if !name.starts_with('-') {
-            return Err(anyhow!(
-                "unexpected argument {name:?} (flags start with --)"
-            ));
+            return Ok(Some(Arg::Word(name)));
         }
-        if self.only_switches || self.switches.contains(&name.as_str()) {
-            return Ok(Some(Flag {
+        let declared = self
+            .declared
+            .map(|opts| opts.iter().find(|opt| opt.name == name.as_str()));
+        let is_switch = matches!(declared, Some(Some(opt)) if opt.value.is_none());
+        if is_switch {
+            return Ok(Some(Arg::Flag(Flag {
                 name,
                 value: "",
                 what: self.what,
-            }));
+            })));
         }
-        if !self.known.is_empty() && !self.known.contains(&name.as_str()) {
+        if matches!(declared, Some(None)) {
             return Err(Flag {
                 name,
                 value: "",
@@ -136,11 +211,11 @@ impl<'a> Flags<'a> {
             .rest
             .next()
             .with_context(|| format!("{name} needs a value"))?;
-        Ok(Some(Flag {
+        Ok(Some(Arg::Flag(Flag {
             name,
             value,
             what: self.what,
-        }))
+        })))
     }
 }
 
@@ -240,7 +315,12 @@ mod tests {
     #[test]
     fn switches_take_no_value_and_words_are_not_flags() {
         let args = strings(&["--full", "--count", "2", "-h"]);
-        let mut flags = Flags::new(&args).with_switches(&["--full", "-h"]);
+        let opts = [
+            Opt::switch("--full", ""),
+            Opt::value("--count", "N", ""),
+            Opt::switch("-h", ""),
+        ];
+        let mut flags = Flags::new(&args).declared(&opts);
         let mut seen = Vec::new();
         while let Some(flag) = flags.next_flag().expect("valid") {
             seen.push((flag.name, flag.value));
@@ -255,10 +335,48 @@ mod tests {
     #[test]
     fn a_known_list_names_an_unknown_flag_before_its_value() {
         let args = strings(&["--count", "1", "--bogus"]);
-        let mut flags = Flags::new(&args).for_what("test").known(&["--count"]);
+        let opts = [Opt::value("--count", "N", "")];
+        let mut flags = Flags::new(&args).for_what("test").declared(&opts);
         assert_eq!(flags.next_flag().unwrap().unwrap().value, "1");
         let error = flags.next_flag().unwrap_err().to_string();
         assert_eq!(error, "unknown test flag \"--bogus\"");
+    }
+
+    #[test]
+    fn a_declared_table_is_the_parse_and_the_help() {
+        const OPTS: [Opt; 2] = [
+            Opt::switch("--full", "closer to production"),
+            Opt::value(
+                "--out",
+                "DIR",
+                "write the runs into DIR instead of book/data",
+            ),
+        ];
+        let args = strings(&["--full", "--out", "mine"]);
+        let mut flags = Flags::new(&args).declared(&OPTS);
+        let mut seen = Vec::new();
+        while let Some(flag) = flags.next_flag().expect("valid") {
+            seen.push((flag.name, flag.value));
+        }
+        assert_eq!(seen, [("--full", ""), ("--out", "mine")]);
+        let args = strings(&["--bogus"]);
+        let error = Flags::new(&args).declared(&OPTS).next_flag().unwrap_err();
+        assert_eq!(error.to_string(), "unknown flag \"--bogus\"");
+        assert_eq!(
+            help(&OPTS, 2),
+            "  --full     closer to production\n  --out DIR  write the runs into DIR instead of book/data\n"
+        );
+        // A help too long for 80 columns goes on under its own column.
+        let long = [Opt::switch(
+            "--x",
+            "word word word word word word word word word word word word word word word word",
+        )];
+        let text = help(&long, 0);
+        assert!(text.lines().all(|line| line.len() <= 80), "{text}");
+        assert!(
+            text.lines().nth(1).unwrap().starts_with("     word"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -14,6 +14,7 @@ pub mod cli;
 #[cfg(feature = "runtime")]
 pub mod client;
 pub mod clock;
+pub mod exit;
 pub mod flags;
 pub mod gauge;
 #[cfg(feature = "runtime")]

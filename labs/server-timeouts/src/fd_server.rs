@@ -122,7 +122,7 @@ fn announce(port: u16) -> Result<()> {
 /// The subcommand's `main`: one line and exit 2 on a bad argument.
 pub fn fd_server_main(args: &[String]) -> ExitCode {
     let args = args.to_vec();
-    lab_kit::cli::run_subcommand(async move {
+    lab_kit::cli::run_subcommand("fd server", async move {
         let args = FdServerArgs::parse(&args)?;
         lower_open_files_limit(args.open_files)?;
         match args.server {

@@ -197,24 +197,19 @@ pub async fn probe_own_server(
 /// took 8 to 24 s to compile; with it here, under half a second
 /// (ARCHITECTURE.md, "Timings and build profiles").
 pub fn main() -> std::process::ExitCode {
-    use std::process::ExitCode;
-
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         // 0 clean, 1 a problem found, 2 could not probe (one error line).
-        Some("probe") => ExitCode::from(crate::probe::probe_main(&args[1..])),
+        Some("probe") => crate::probe::probe_main(&args[1..]).into(),
         // Before any runtime: the namespace helper and the init are single
         // threaded, as `unshare(CLONE_NEWUSER)` and `sigwaitinfo` need.
-        Some("__pid1") => helper_exit(crate::init::pid1_main(&args[1..])),
-        Some("__init") => helper_exit(crate::init::init_main(&args[1..])),
+        Some("__pid1") => helper_exit("pid 1", crate::init::pid1_main(&args[1..])),
+        Some("__init") => helper_exit("init", crate::init::init_main(&args[1..])),
         Some("__server") => match crate::server::server_main(&args[1..]) {
             // `process::exit`, not a return: a server that hit its deadline
             // must not wait for the tasks it gave up on.
             Ok(code) => std::process::exit(code),
-            Err(error) => {
-                eprintln!("error: {error:#}");
-                ExitCode::from(2)
-            }
+            Err(error) => lab_kit::exit::exit_code("server", Err(error)),
         },
         _ => lab_kit::cli::run_lab(
             include_str!("../Cargo.toml"),
@@ -224,13 +219,11 @@ pub fn main() -> std::process::ExitCode {
     }
 }
 
-/// Exits with a helper's code, or prints its error in one line and exits 2.
-fn helper_exit(result: Result<i32>) -> std::process::ExitCode {
+/// Exits with a helper's code (its command's, passed on), or prints its
+/// error in one line and exits 2.
+fn helper_exit(program: &str, result: Result<i32>) -> std::process::ExitCode {
     match result {
-        Ok(code) => std::process::ExitCode::from(u8::try_from(code).unwrap_or(2)),
-        Err(error) => {
-            eprintln!("error: {error:#}");
-            std::process::ExitCode::from(2)
-        }
+        Ok(code) => lab_kit::exit::Exit::passed_on(Some(code)),
+        Err(error) => lab_kit::exit::exit_code(program, Err(error)),
     }
 }

@@ -16,10 +16,16 @@ use std::{
     time::Duration,
 };
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result, anyhow, bail};
 use tokio::{sync::watch, task::JoinSet};
 
-use lab_kit::{child::ChildGuard, clock::monotonic_ms, flags::Flags, net::AbortOnDrop};
+use lab_kit::{
+    child::ChildGuard,
+    clock::monotonic_ms,
+    exit::{self, Exit},
+    flags::Flags,
+    net::AbortOnDrop,
+};
 
 use crate::probe_report::{Observed, Seen, ShutdownProbeReport};
 
@@ -295,12 +301,15 @@ async fn drive(
     seen
 }
 
+/// Who speaks in the probe's error line.
+const PROGRAM: &str = concat!(env!("CARGO_PKG_NAME"), " probe");
+
 /// `main` for `probe`: prints the report (or the error) and returns the exit code.
-pub fn probe_main(args: &[String]) -> u8 {
+pub fn probe_main(args: &[String]) -> Exit {
     if lab_kit::flags::asks_for_help(args) {
         // A closed pipe (`| head`) is not an error worth a panic.
         let _ = writeln!(std::io::stdout(), "{USAGE}");
-        return 0;
+        return Exit::Success;
     }
     let outcome = parse_args(args).and_then(|config| {
         let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -317,14 +326,18 @@ pub fn probe_main(args: &[String]) -> u8 {
             eprintln!("{}", report.verdict);
             match serde_json::to_string(&report) {
                 Ok(line) => println!("{line}"),
-                Err(error) => eprintln!("error: encoding the report: {error}"),
+                Err(error) => exit::report(PROGRAM, &anyhow!(error).context("encoding the report")),
             }
-            if report.clean { 0 } else { 1 }
+            if report.clean {
+                Exit::Success
+            } else {
+                Exit::Failed
+            }
         }
         Err(error) => {
-            eprintln!("error: {error:#}");
+            exit::report(PROGRAM, &error);
             println!("{}", serde_json::json!({ "error": format!("{error:#}") }));
-            2
+            Exit::Error
         }
     }
 }

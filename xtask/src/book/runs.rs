@@ -6,11 +6,10 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use lab_kit::Mode;
+use lab_kit::{Mode, exit::bad_input};
 
 use crate::{
-    book, data, error::usage, project::Project, release, reuse, runner, steps::Steps,
-    tidy::data_directives,
+    book, data, project::Project, release, reuse, runner, steps::Steps, tidy::data_directives,
 };
 
 /// `cargo xtask book` (and `serve`): where the book's data comes from.
@@ -101,7 +100,7 @@ pub fn build(project: &Project, command: &BookCommand) -> Result<PathBuf> {
 /// Each file is checked as it is copied, so a corrupt run is named here.
 fn overlay_runs(project: &Project, own: &Path) -> Result<PathBuf> {
     if !own.is_dir() {
-        return Err(usage(format!(
+        return Err(bad_input(format!(
             "--data {}: no such directory",
             own.display()
         )));
@@ -142,7 +141,7 @@ fn overlay_runs(project: &Project, own: &Path) -> Result<PathBuf> {
             .with_context(|| format!("copying {}", from.display()))?;
     }
     if yours.is_empty() {
-        return Err(usage(format!(
+        return Err(bad_input(format!(
             "--data {}: no <lab>.jsonl run in it (make one with `cargo xtask lab <slug> --out {}`)",
             own.display(),
             own.display()

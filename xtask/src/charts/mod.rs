@@ -42,7 +42,7 @@ pub fn draw_all(project: &Project, data_dir: &Path) -> Result<usize> {
         }
         let data_path = data_dir.join(format!("{}.jsonl", lab.slug));
         if !data_path.is_file() {
-            return Err(crate::error::usage(format!(
+            return Err(lab_kit::exit::bad_input(format!(
                 "{}: no run of {} (make one with `cargo xtask lab {} --out {}`)",
                 data_path.display(),
                 lab.slug,

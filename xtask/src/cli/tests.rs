@@ -1,7 +1,7 @@
 //! The command line's parse, task by task, and its one-line errors.
 
 use super::*;
-use crate::error::UsageError;
+use lab_kit::exit::is_bad_input;
 
 fn parse(line: &str) -> Result<Task> {
     let words: Vec<String> = line.split_whitespace().map(String::from).collect();
@@ -10,10 +10,7 @@ fn parse(line: &str) -> Result<Task> {
 
 fn error(line: &str) -> String {
     let error = parse(line).expect_err(line);
-    assert!(
-        error.downcast_ref::<UsageError>().is_some(),
-        "{line}: exit 2"
-    );
+    assert!(is_bad_input(&error), "{line}: exit 2");
     format!("{error}")
 }
 
@@ -96,7 +93,7 @@ fn each_task_parses_into_its_own_command() {
 fn bad_usage_is_one_line_naming_what_is_wrong() {
     for (line, says) in [
         ("frobnicate", "unknown task \"frobnicate\""),
-        ("book --fast", "unknown option --fast"),
+        ("book --fast", "unknown flag \"--fast\""),
         ("book --no-run --data mine", "give one"),
         ("book --no-run --rerun", "--rerun runs labs"),
         ("book dns", "unexpected argument \"dns\""),
@@ -112,7 +109,8 @@ fn bad_usage_is_one_line_naming_what_is_wrong() {
         ("exercise verify", "usage: cargo xtask exercise"),
         ("prepare --bundle", "--bundle needs a value"),
         ("lab --all --name alice", "--name needs --out"),
-        ("prepare --fast", "unknown option --fast"),
+        ("prepare --fast", "unknown flag \"--fast\""),
+        ("tidy --full", "unknown flag \"--full\""),
         (
             "exercise watch a --solution",
             "--solution goes with exercise verify",
@@ -123,6 +121,24 @@ fn bad_usage_is_one_line_naming_what_is_wrong() {
     for line in ["frobnicate", "book --fast", "lab --out"] {
         assert!(!error(line).contains('\n'), "{line}");
     }
+}
+
+/// The help comes from the table the parser reads: it names every task and
+/// every flag, and fits 80 columns.
+#[test]
+fn the_help_lists_every_task_and_flag_of_the_table() {
+    let text = help();
+    for task in TASKS {
+        assert!(
+            text.contains(&format!("\n  {}", task.name)),
+            "{}",
+            task.name
+        );
+        for flag in task.flags {
+            assert!(text.contains(&flag.synopsis()), "{}", flag.name);
+        }
+    }
+    assert!(text.lines().all(|line| line.len() <= 80), "{text}");
 }
 
 /// Every `cargo xtask ...` command the README shows parses (the doctor reads

@@ -25,7 +25,8 @@ use std::{
 use anyhow::{Context, Result, bail};
 use lab_kit::Mode;
 
-use crate::{error::usage, project::Lab, project::Project, steps::Steps};
+use crate::{project::Lab, project::Project, steps::Steps};
+use lab_kit::exit::bad_input;
 
 /// Without a terminal to redraw a status line in, a running lab's progress is
 /// printed as a new line this often.
@@ -150,7 +151,7 @@ fn check_settings(project: &Project, labs: &[Lab], settings: &[String]) -> Resul
         if !output.status.success() {
             let stderr = String::from_utf8_lossy(&output.stderr);
             let line = stderr.lines().rev().find(|line| !line.trim().is_empty());
-            return Err(usage(
+            return Err(bad_input(
                 line.unwrap_or("the lab refused the settings")
                     .trim_start_matches("error: ")
                     .to_string(),

@@ -4,13 +4,14 @@
 use std::path::Path;
 
 use anyhow::Result;
+use lab_kit::exit::bad_input;
 
-use crate::{charts, error::usage, project::Project};
+use crate::{charts, project::Project};
 
 pub fn run(project: &Project, data: Option<&Path>) -> Result<()> {
     let data_dir = data.map_or_else(|| project.reference_data(), Path::to_path_buf);
     if !data_dir.is_dir() {
-        return Err(usage(format!(
+        return Err(bad_input(format!(
             "--data {}: no such directory",
             data_dir.display()
         )));

@@ -10,6 +10,8 @@ use std::{
 
 use anyhow::{Context, Result, bail};
 
+use lab_kit::exit::Exit;
+
 use crate::{project::Project, release};
 
 /// A backstop far above the doctor's own bounds (a minute by default, plus
@@ -18,11 +20,8 @@ const KILL_AFTER: Duration = Duration::from_secs(15 * 60);
 
 pub fn run(project: &Project, arguments: &[String]) -> ExitCode {
     match build(project).and_then(|()| probe(project, arguments)) {
-        Ok(code) => ExitCode::from(code),
-        Err(error) => {
-            eprintln!("error: {error:#}");
-            ExitCode::from(2)
-        }
+        Ok(code) => Exit::passed_on(code),
+        Err(error) => lab_kit::exit::exit_code(crate::PROGRAM, Err(error)),
     }
 }
 
@@ -32,7 +31,8 @@ fn build(project: &Project) -> Result<()> {
     release::build(project, &[]).context("the doctor does not build")
 }
 
-fn probe(project: &Project, arguments: &[String]) -> Result<u8> {
+/// The doctor's exit code; `None` if a signal killed it.
+fn probe(project: &Project, arguments: &[String]) -> Result<Option<i32>> {
     let exe = project.cargo_target().join("release").join("doctor");
     let mut command = Command::new(&exe);
     command.args(arguments).stdin(Stdio::null());
@@ -41,11 +41,8 @@ fn probe(project: &Project, arguments: &[String]) -> Result<u8> {
         .spawn()
         .with_context(|| format!("starting {}", exe.display()))?;
     match lab_kit::process::wait_or_kill_group(&mut child, KILL_AFTER, Duration::from_millis(50))? {
-        // A doctor killed by a signal could not finish its probe.
-        Some(status) => Ok(status
-            .code()
-            .and_then(|code| u8::try_from(code).ok())
-            .unwrap_or(2)),
+        // A doctor killed by a signal could not finish its probe: exit 2.
+        Some(status) => Ok(status.code()),
         None => bail!("the doctor ran past {} s; stopped it", KILL_AFTER.as_secs()),
     }
 }

@@ -2,9 +2,9 @@
 
 use anyhow::Result;
 
-use crate::{cli::HELP, project::Project};
+use crate::{cli, project::Project};
 
 pub fn run(_project: &Project) -> Result<()> {
-    print!("{HELP}");
+    print!("{}", cli::help());
     Ok(())
 }

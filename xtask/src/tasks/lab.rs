@@ -2,10 +2,10 @@
 //! the chosen ones into their folder (see `runner`).
 
 use anyhow::Result;
+use lab_kit::exit::bad_input;
 
 use crate::{
     cli::{LabChoice, LabCommand},
-    error::usage,
     project::Project,
     release, runner,
     steps::Steps,
@@ -20,7 +20,7 @@ pub fn run(project: &Project, command: &LabCommand) -> Result<()> {
     };
     if labs.is_empty() {
         let known: Vec<String> = project.labs()?.into_iter().map(|lab| lab.slug).collect();
-        return Err(usage(format!(
+        return Err(bad_input(format!(
             "name a lab or give --all; the labs are: {}",
             known.join(", ")
         )));

@@ -24,7 +24,13 @@ fn bad_input_gets_one_line_and_exit_2() {
         let (code, stderr) = run(arguments);
         assert_eq!(code, Some(2), "{arguments:?}: {stderr}");
         assert_eq!(stderr.trim().lines().count(), 1, "{arguments:?}: {stderr}");
-        assert!(stderr.starts_with("error: "), "{arguments:?}: {stderr}");
+        // `error: <program>: `, the program naming the subcommand that speaks.
+        let program = match arguments[0] {
+            "check" => "lab-client-timeouts check",
+            _ => "lab-client-timeouts",
+        };
+        let prefix = format!("error: {program}: ");
+        assert!(stderr.starts_with(&prefix), "{arguments:?}: {stderr}");
     }
     let (_, refused) = run(&["check", "--target", "10.0.0.1:80"]);
     assert!(refused.contains("not a loopback"), "{refused}");

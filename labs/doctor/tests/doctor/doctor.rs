@@ -250,6 +250,11 @@ fn bad_input_is_one_line_and_exit_2() {
         let lines: Vec<&str> = ran.stderr.lines().collect();
         assert_eq!(lines.len(), 1, "{line:?}: {}", ran.stderr);
         assert!(lines[0].contains(says), "{line:?}: {}", lines[0]);
+        assert!(
+            lines[0].starts_with("error: doctor: "),
+            "{line:?}: {}",
+            lines[0]
+        );
         if says == "did not listen on" {
             never_listened = lines[0].to_string();
         }

@@ -167,7 +167,10 @@ fn assert_one_error_line(stderr: &str) {
         .filter(|line| !line.starts_with("probing "))
         .collect();
     assert_eq!(errors.len(), 1, "{stderr}");
-    assert!(errors[0].starts_with("error: "), "{stderr}");
+    assert!(
+        errors[0].starts_with("error: lab-keepalive-race probe: "),
+        "{stderr}"
+    );
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
 

@@ -161,7 +161,8 @@ fn bad_arguments_get_one_error_line_and_exit_2() {
         let lines: Vec<&str> = probed.stderr.lines().collect();
         assert_eq!(lines.len(), 1, "{flags:?}: {}", probed.stderr);
         assert!(
-            lines[0].starts_with("error: ") && lines[0].contains(expected),
+            lines[0].starts_with("error: lab-shutdown-drain probe: ")
+                && lines[0].contains(expected),
             "{flags:?}: {}",
             lines[0]
         );
