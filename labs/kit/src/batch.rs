@@ -144,18 +144,28 @@ mod tests {
     const NOT_YET: Duration = Duration::from_millis(300);
     const SOON: Duration = Duration::from_secs(10);
 
-    /// Runs `work` on a thread and sends `name` when it returns.
-    fn spawn(
+    /// A lab on a thread of its own: it joins the batch in `folder` (and,
+    /// with `alone`, waits to run alone), then sends `name`.
+    fn lab(
         name: &'static str,
         done: &mpsc::Sender<&'static str>,
-        work: impl FnOnce() -> Place + Send + 'static,
+        folder: &Path,
+        alone: bool,
     ) -> thread::JoinHandle<Place> {
-        let done = done.clone();
+        let (done, folder) = (done.clone(), folder.to_path_buf());
         thread::spawn(move || {
-            let place = work();
+            let mut place = Place::join(&folder).unwrap();
+            if alone {
+                place.alone().unwrap();
+            }
             done.send(name).unwrap();
             place
         })
+    }
+
+    /// Nothing arrives on `finished` for a while.
+    fn nothing_yet(finished: &mpsc::Receiver<&'static str>, what: &str) {
+        assert!(finished.recv_timeout(NOT_YET).is_err(), "{what}");
     }
 
     #[test]
@@ -164,31 +174,16 @@ mod tests {
         let first = Place::join(folder.path()).unwrap();
         let second = Place::join(folder.path()).unwrap();
         let (done, finished) = mpsc::channel();
-        let path = folder.path().to_path_buf();
-        let waiting = spawn("alone", &done, move || {
-            let mut place = Place::join(&path).unwrap();
-            place.alone().unwrap();
-            place
-        });
-        assert!(
-            finished.recv_timeout(NOT_YET).is_err(),
-            "alone beside two labs"
-        );
+        let waiting = lab("alone", &done, folder.path(), true);
+        nothing_yet(&finished, "alone beside two labs");
         drop(first);
-        assert!(
-            finished.recv_timeout(NOT_YET).is_err(),
-            "alone beside one lab"
-        );
+        nothing_yet(&finished, "alone beside one lab");
         drop(second);
         assert_eq!(finished.recv_timeout(SOON), Ok("alone"));
         let alone = waiting.join().unwrap();
         // A lab that joins now waits until the lone lab exits.
-        let path = folder.path().to_path_buf();
-        let late = spawn("joined", &done, move || Place::join(&path).unwrap());
-        assert!(
-            finished.recv_timeout(NOT_YET).is_err(),
-            "joined beside a lone lab"
-        );
+        let late = lab("joined", &done, folder.path(), false);
+        nothing_yet(&finished, "joined beside a lone lab");
         drop(alone);
         assert_eq!(finished.recv_timeout(SOON), Ok("joined"));
         late.join().unwrap();
@@ -199,25 +194,13 @@ mod tests {
         let folder = tempfile::tempdir().unwrap();
         let running = Place::join(folder.path()).unwrap();
         let (done, finished) = mpsc::channel();
-        let path = folder.path().to_path_buf();
-        let waiting = spawn("alone", &done, move || {
-            let mut place = Place::join(&path).unwrap();
-            place.alone().unwrap();
-            place
-        });
+        let waiting = lab("alone", &done, folder.path(), true);
         thread::sleep(NOT_YET);
-        let path = folder.path().to_path_buf();
-        let late = spawn("joined", &done, move || Place::join(&path).unwrap());
-        assert!(
-            finished.recv_timeout(NOT_YET).is_err(),
-            "someone passed the running lab"
-        );
+        let late = lab("joined", &done, folder.path(), false);
+        nothing_yet(&finished, "someone passed the running lab");
         drop(running);
         assert_eq!(finished.recv_timeout(SOON), Ok("alone"));
-        assert!(
-            finished.recv_timeout(NOT_YET).is_err(),
-            "joined beside a lone lab"
-        );
+        nothing_yet(&finished, "joined beside a lone lab");
         drop(waiting.join().unwrap());
         assert_eq!(finished.recv_timeout(SOON), Ok("joined"));
         late.join().unwrap();
@@ -227,23 +210,18 @@ mod tests {
     fn two_labs_that_want_to_be_alone_take_turns() {
         let folder = tempfile::tempdir().unwrap();
         let (done, finished) = mpsc::channel();
-        let mut places = Vec::new();
-        for name in ["one", "two"] {
-            let path = folder.path().to_path_buf();
-            places.push(spawn(name, &done, move || {
-                let mut place = Place::join(&path).unwrap();
-                place.alone().unwrap();
-                place
-            }));
-        }
+        let mut labs = vec![
+            lab("one", &done, folder.path(), true),
+            lab("two", &done, folder.path(), true),
+        ];
         let first = finished.recv_timeout(SOON).unwrap();
-        assert!(
-            finished.recv_timeout(NOT_YET).is_err(),
-            "two labs alone at once"
+        nothing_yet(&finished, "two labs alone at once");
+        drop(
+            labs.remove(if first == "one" { 0 } else { 1 })
+                .join()
+                .unwrap(),
         );
-        let first = places.remove(if first == "one" { 0 } else { 1 });
-        drop(first.join().unwrap());
         assert!(finished.recv_timeout(SOON).is_ok());
-        places.remove(0).join().unwrap();
+        labs.remove(0).join().unwrap();
     }
 }
