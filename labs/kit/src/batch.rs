@@ -101,6 +101,22 @@ impl Place {
 /// This process's place, when it runs in a batch.
 static PLACE: Mutex<Option<Place>> = Mutex::new(None);
 
+/// How long [`alone`] has waited: the time it ended its waits, and when its
+/// current wait began, if it is waiting.
+#[cfg(feature = "runtime")]
+static WAITING: Mutex<(Duration, Option<Instant>)> = Mutex::new((Duration::ZERO, None));
+
+/// How long this lab has waited for the rest of its batch so far: its
+/// budget is for its own work, so `run_lab` adds this to it (and the xtask's
+/// kill timer allows for the other labs of the batch).
+#[cfg(feature = "runtime")]
+pub fn waited() -> Duration {
+    let (done, since) = *WAITING
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    done + since.map_or(Duration::ZERO, |since| since.elapsed())
+}
+
 /// Joins the batch [`ENV`] names, if it names one; `run_lab` calls it before
 /// the lab starts.
 pub fn join_from_env() -> Result<()> {
@@ -121,7 +137,13 @@ pub fn join_from_env() -> Result<()> {
 #[cfg(feature = "runtime")]
 pub async fn alone() -> Result<Duration> {
     let started = Instant::now();
-    tokio::task::spawn_blocking(|| {
+    let waiting = || {
+        WAITING
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    };
+    waiting().1 = Some(started);
+    let outcome = tokio::task::spawn_blocking(|| {
         let mut place = PLACE
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -130,9 +152,13 @@ pub async fn alone() -> Result<Duration> {
             None => Ok(()),
         }
     })
-    .await
-    .context("the task waiting to run alone")??;
-    Ok(started.elapsed())
+    .await;
+    let waited = started.elapsed();
+    let mut clock = waiting();
+    *clock = (clock.0 + waited, None);
+    drop(clock);
+    outcome.context("the task waiting to run alone")??;
+    Ok(waited)
 }
 
 #[cfg(test)]

@@ -185,6 +185,23 @@ fn batches(labs: &[Lab]) -> Vec<Vec<&Lab>> {
     batches
 }
 
+/// When the xtask kills `lab` if it has not ended: the lab stops itself at
+/// its budget, and this is the backstop. A lab that runs its last parts
+/// alone leaves the time it waits for the rest of its batch out of its
+/// budget, so its kill timer allows for every other lab of the batch too.
+fn kill_after(lab: &Lab, batch: &[&Lab], mode: Mode) -> Duration {
+    let backstop = lab.budget(mode) + Duration::from_secs(5);
+    if lab.side_by_side || batch.len() < 2 {
+        return backstop;
+    }
+    batch
+        .iter()
+        .filter(|other| other.slug != lab.slug)
+        .map(|other| other.budget(mode) + Duration::from_secs(5))
+        .sum::<Duration>()
+        + backstop
+}
+
 enum Event {
     Line(usize, String),
     Finished(usize, Duration, Result<one_lab::RunOutput>),
@@ -236,7 +253,7 @@ fn run_batch(launch: &Launch, batch: &[&Lab], out_dir: &Path) -> Vec<LabReport> 
         let command = launch.command(lab);
         let destination: PathBuf = out_dir.join(format!("{}.jsonl", lab.slug));
         // The lab stops itself at its budget; the kill timer is the backstop.
-        let kill_after = lab.budget(mode) + Duration::from_secs(5);
+        let kill_after = kill_after(lab, batch, mode);
         let slug = lab.slug.clone();
         let sender = sender.clone();
         thread::spawn(move || {
@@ -411,6 +428,20 @@ mod tests {
             side_by_side: runs_in_batch,
             runs_in_batch,
         }
+    }
+
+    #[test]
+    fn a_lab_that_waits_for_its_batch_is_killed_only_after_the_batch_could_end() {
+        let (waiting, until_alone) = (lab("a", true), lab("b", true));
+        let until_alone = Lab {
+            side_by_side: false,
+            ..until_alone
+        };
+        let batch = [&waiting, &until_alone];
+        let seconds = |lab: &Lab, batch: &[&Lab]| kill_after(lab, batch, Mode::Quick).as_secs();
+        assert_eq!(seconds(&waiting, &batch), 6);
+        assert_eq!(seconds(&until_alone, &batch), 12);
+        assert_eq!(seconds(&until_alone, &[&until_alone]), 6);
     }
 
     #[test]
