@@ -232,6 +232,54 @@ mod tests {
         late.join().unwrap();
     }
 
+    /// A process that holds `machine.lock` in `folder` shared, as a lab of
+    /// the batch does, and sleeps until it is killed; returns once it holds
+    /// it. A forked child, so that the lock dies with a process, not a file.
+    fn process_holding_the_machine(folder: &Path) -> i32 {
+        use std::{ffi::CString, os::unix::ffi::OsStrExt};
+        let path = CString::new(folder.join("machine.lock").as_os_str().as_bytes()).unwrap();
+        let mut pipe = [0; 2];
+        // SAFETY: pipe(2) fills the two descriptors it is given.
+        assert_eq!(unsafe { libc::pipe(pipe.as_mut_ptr()) }, 0);
+        // SAFETY: the child only makes system calls (no allocation, no
+        // lock), which is what a child of a threaded process may do.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            unsafe {
+                // Dies with the test's thread, should the test fail first.
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                let fd = libc::open(path.as_ptr(), libc::O_RDWR | libc::O_CREAT, 0o600);
+                libc::flock(fd, libc::LOCK_SH);
+                libc::write(pipe[1], [1u8].as_ptr().cast(), 1);
+                loop {
+                    libc::pause();
+                }
+            }
+        }
+        let mut byte = [0u8];
+        // SAFETY: reads one byte into a buffer of one, then closes both ends.
+        unsafe {
+            assert_eq!(libc::read(pipe[0], byte.as_mut_ptr().cast(), 1), 1);
+            libc::close(pipe[0]);
+            libc::close(pipe[1]);
+        }
+        pid
+    }
+
+    #[test]
+    fn a_lab_killed_while_it_runs_leaves_no_lock_behind() {
+        let folder = tempfile::tempdir().unwrap();
+        let child = process_holding_the_machine(folder.path());
+        let (done, finished) = mpsc::channel();
+        let waiting = lab("alone", &done, folder.path(), true);
+        nothing_yet(&finished, "alone beside a running process");
+        crate::process::signal(child, libc::SIGKILL).unwrap();
+        // SAFETY: reaps the child this test forked.
+        unsafe { libc::waitpid(child, std::ptr::null_mut(), 0) };
+        assert_eq!(finished.recv_timeout(SOON), Ok("alone"));
+        waiting.join().unwrap();
+    }
+
     #[test]
     fn two_labs_that_want_to_be_alone_take_turns() {
         let folder = tempfile::tempdir().unwrap();
