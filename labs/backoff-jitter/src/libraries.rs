@@ -10,7 +10,7 @@ use anyhow::{Context, Result};
 use axum::http::StatusCode;
 use backoff_sim::{SplitMix64, Strategy};
 use backon::{ExponentialBuilder, Retryable};
-use lab_kit::{Output, Series, server::spawn_axum, together::side_by_side};
+use lab_kit::{Output, Series, concurrently::run_all, server::spawn_axum};
 use serde::Serialize;
 
 use crate::{
@@ -219,7 +219,7 @@ pub async fn compare(config: &BackoffConfig, out: &mut Output) -> Result<()> {
         config.library_clients
     );
     let callers = config.library_clients;
-    let measured = side_by_side(Library::ALL, Library::series, |library| {
+    let measured = run_all(Library::ALL, Library::series, |library| {
         measure(library, callers)
     })
     .await?;

@@ -15,7 +15,7 @@ use std::{
 
 use anyhow::{Context, Result};
 use axum::{Router, extract::State, routing::get};
-use lab_kit::{Series, net::AbortOnDrop, server::spawn_axum, together::side_by_side};
+use lab_kit::{Series, concurrently::run_all, net::AbortOnDrop, server::spawn_axum};
 use serde::Serialize;
 use tokio::{sync::Semaphore, task::JoinSet, time::Instant};
 use tokio_util::sync::CancellationToken;
@@ -213,7 +213,7 @@ async fn provider_case(kind: ProviderClient, config: CancellationConfig) -> Resu
 /// Every kind of client at once, each against its own provider (they wait
 /// on timers, not on the CPU); the views in the order of [`ProviderClient::ALL`].
 pub async fn run_provider(config: &CancellationConfig) -> Result<Vec<ProviderView>> {
-    let results = side_by_side(ProviderClient::ALL, ProviderClient::series, |kind| {
+    let results = run_all(ProviderClient::ALL, ProviderClient::series, |kind| {
         provider_case(kind, config.clone())
     })
     .await?;

@@ -17,8 +17,8 @@ use hyper::{Response, server::conn::http2, service::service_fn};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use lab_kit::{
     Output, Series,
+    concurrently::run_all,
     net::{AbortOnDrop, bind_loopback, spawn_accept_loop},
-    together::side_by_side,
 };
 use serde::Serialize;
 use tokio::{sync::watch, time::Instant};
@@ -172,7 +172,7 @@ pub async fn watch_one(watcher: Watcher, config: &ClientTimeoutsConfig) -> Resul
 
 /// Every watcher side by side; summaries `dead-peer/<watcher>`.
 pub async fn run_dead_peer(config: &ClientTimeoutsConfig, out: &mut Output) -> Result<()> {
-    let all = side_by_side(Watcher::ALL, Series::series, |watcher| {
+    let all = run_all(Watcher::ALL, Series::series, |watcher| {
         let config = config.clone();
         async move { watch_one(watcher, &config).await }
     })

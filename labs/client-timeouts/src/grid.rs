@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
-use lab_kit::together::side_by_side;
+use lab_kit::concurrently::run_all;
 use serde::Serialize;
 use tokio::{sync::Barrier, time::Instant};
 
@@ -262,7 +262,7 @@ pub async fn run_grid(config: &ClientTimeoutsConfig) -> Result<Vec<Cell>> {
     let cells = Shape::ALL
         .into_iter()
         .flat_map(|shape| Setting::ALL.map(|setting| (shape, setting)));
-    let done = side_by_side(
+    let done = run_all(
         cells,
         |(shape, setting)| format!("cell {} x {}", shape.name(), setting.name()),
         |(shape, setting)| {

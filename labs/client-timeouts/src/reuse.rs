@@ -19,7 +19,7 @@ use std::{
 };
 
 use anyhow::{Context as _, Result};
-use lab_kit::{Output, Series, together::side_by_side};
+use lab_kit::{Output, Series, concurrently::run_all};
 use serde::Serialize;
 use tokio::{sync::watch, time::Instant};
 
@@ -295,7 +295,7 @@ fn timeline_series(outcome: &str) -> &'static str {
 /// Every policy side by side; samples `timeline/<outcome>`, summaries
 /// `step/<policy>/<n>`.
 pub async fn run_checks(config: &ClientTimeoutsConfig, out: &mut Output) -> Result<()> {
-    let checked = side_by_side(Policy::ALL, Series::series, |policy| {
+    let checked = run_all(Policy::ALL, Series::series, |policy| {
         let config = config.clone();
         async move { check(policy, &config).await }
     })

@@ -12,7 +12,7 @@ use std::{
 };
 
 use anyhow::{Context, Result};
-use lab_kit::{Series, stats::Latencies, together::side_by_side};
+use lab_kit::{Series, concurrently::run_all, stats::Latencies};
 use serde::Serialize;
 
 use crate::{
@@ -50,7 +50,7 @@ pub struct CacheRun {
 
 /// Both cache settings, side by side, each with a server of its own.
 pub async fn run_cache(config: &DnsConfig) -> Result<Vec<(String, CacheRun)>> {
-    let results = side_by_side(
+    let results = run_all(
         Cache::ALL,
         |cache| cache.name().to_string(),
         |cache| cache_run(cache, config.clone()),

@@ -14,6 +14,8 @@ pub mod cli;
 #[cfg(feature = "runtime")]
 pub mod client;
 pub mod clock;
+#[cfg(feature = "runtime")]
+pub mod concurrently;
 pub mod exit;
 pub mod flags;
 pub mod gauge;
@@ -42,8 +44,6 @@ pub mod stats;
 #[cfg(feature = "runtime")]
 pub mod stream;
 pub mod time;
-#[cfg(feature = "runtime")]
-pub mod together;
 
 pub use cli::Mode;
 

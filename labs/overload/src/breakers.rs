@@ -9,7 +9,7 @@ use std::{future::Future, pin::Pin, sync::Arc, time::Duration};
 use anyhow::{Context, Result};
 use backoff_sim::SplitMix64;
 use failsafe::{StateMachine, backoff::Constant, failure_policy::ConsecutiveFailures};
-use lab_kit::{Series, stats::Latencies, together::side_by_side};
+use lab_kit::{Series, concurrently::run_all, stats::Latencies};
 use serde::Serialize;
 use tokio::time::Instant;
 use tower::{Layer, ServiceExt, util::BoxCloneSyncService};
@@ -325,7 +325,7 @@ async fn breaker_case(setup: BreakerSetup, config: OverloadConfig) -> Result<Bre
 /// Every setup side by side, each with its own provider.
 pub async fn run_breakers(config: &OverloadConfig) -> Result<Vec<(BreakerSetup, BreakerOutcome)>> {
     let config = config.clone();
-    side_by_side(BreakerSetup::ALL, Series::series, move |setup| {
+    run_all(BreakerSetup::ALL, Series::series, move |setup| {
         breaker_case(setup, config.clone())
     })
     .await

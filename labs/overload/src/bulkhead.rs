@@ -8,9 +8,9 @@ use std::{sync::Arc, time::Duration};
 use anyhow::{Context, Result, anyhow, bail};
 use lab_kit::{
     Series,
+    concurrently::run_all,
     gauge::Gauge,
     stats::{Latencies, LatencySummary},
-    together::side_by_side,
 };
 use serde::Serialize;
 use tokio::{sync::Semaphore, time::Instant};
@@ -132,7 +132,7 @@ fn tower_call(client: reqwest::Client, timeout: Duration, limit: usize) -> Concu
 /// Every setup, side by side, each with its own two providers.
 pub async fn run_bulkheads(config: &OverloadConfig) -> Result<Vec<(Bulkhead, BulkheadOutcome)>> {
     let config = config.clone();
-    let results = side_by_side(Bulkhead::ALL, Series::series, move |setup| {
+    let results = run_all(Bulkhead::ALL, Series::series, move |setup| {
         let config = config.clone();
         async move { bulkhead_case(setup, &config).await }
     })

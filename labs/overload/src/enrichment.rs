@@ -21,7 +21,7 @@ use axum::{
     response::{IntoResponse, Response},
     routing::get,
 };
-use lab_kit::{Series, gauge::Gauge, server::spawn_axum, together::side_by_side};
+use lab_kit::{Series, concurrently::run_all, gauge::Gauge, server::spawn_axum};
 use overload_sim::breaker::BreakerConfig;
 use serde::Serialize;
 use tokio::{task::JoinSet, time::Instant};
@@ -302,7 +302,7 @@ pub async fn run_enrichment(
     config: &OverloadConfig,
 ) -> Result<Vec<(Enrichment, EnrichmentOutcome)>> {
     let config = config.clone();
-    side_by_side(Enrichment::ALL, Series::series, move |setup| {
+    run_all(Enrichment::ALL, Series::series, move |setup| {
         enrichment_case(setup, config.clone())
     })
     .await

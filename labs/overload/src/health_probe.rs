@@ -19,9 +19,9 @@ use anyhow::{Context, Result};
 use axum::{Router, http::StatusCode, routing::get};
 use lab_kit::{
     Series,
+    concurrently::run_all,
     net::AbortOnDrop,
     server::{HyperServer, http1_builder, spawn_hyper},
-    together::side_by_side,
 };
 use serde::Serialize;
 use tokio::time::{Instant, MissedTickBehavior};
@@ -330,7 +330,7 @@ async fn probe_case(case: ProbeCase, config: OverloadConfig) -> Result<ProbeOutc
 /// Every case side by side, each with its own upstream, probe and breaker.
 pub async fn run_probes(config: &OverloadConfig) -> Result<Vec<(ProbeCase, ProbeOutcome)>> {
     let config = config.clone();
-    side_by_side(ProbeCase::ALL, Series::series, move |case| {
+    run_all(ProbeCase::ALL, Series::series, move |case| {
         probe_case(case, config.clone())
     })
     .await

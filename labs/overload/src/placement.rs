@@ -17,7 +17,7 @@ use std::{
 use anyhow::{Context, Result};
 use axum::{Router, extract::State, http::StatusCode, routing::get};
 use backoff_sim::SplitMix64;
-use lab_kit::{Series, server::spawn_axum, together::side_by_side};
+use lab_kit::{Series, concurrently::run_all, server::spawn_axum};
 use serde::Serialize;
 use tokio::time::Instant;
 
@@ -354,7 +354,7 @@ pub async fn run_placements(
     config: &OverloadConfig,
 ) -> Result<Vec<(PlacementCase, PlacementOutcome)>> {
     let config = config.clone();
-    side_by_side(PlacementCase::ALL, Series::series, move |case| {
+    run_all(PlacementCase::ALL, Series::series, move |case| {
         placement_case(case, config.clone())
     })
     .await

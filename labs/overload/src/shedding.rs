@@ -20,9 +20,9 @@ use axum::{
 };
 use lab_kit::{
     Output, Series,
+    concurrently::run_all,
     server::{RunningServer, spawn_axum},
     stats::Latencies,
-    together::side_by_side,
 };
 use serde::Serialize;
 use tokio::{sync::Semaphore, time::Instant};
@@ -271,7 +271,7 @@ pub async fn run_shedding(config: &OverloadConfig, out: &mut Output) -> Result<(
         .collect();
     for &offered_x in &config.shedding_loads {
         let config = config.clone();
-        let points = side_by_side(Shedding::ALL, Series::series, move |kind| {
+        let points = run_all(Shedding::ALL, Series::series, move |kind| {
             shed_point(kind, offered_x, config.clone())
         })
         .await

@@ -15,7 +15,7 @@ use std::{
 
 use anyhow::{Context, Result};
 use backoff_sim::SplitMix64;
-use lab_kit::{Output, Series, together::side_by_side};
+use lab_kit::{Output, Series, concurrently::run_all};
 use serde::Serialize;
 use tokio::time::Instant;
 
@@ -318,7 +318,7 @@ fn summarize(
 /// Every variant side by side, each with its own dependency.
 pub async fn run_storm(config: &OverloadConfig, out: &mut Output) -> Result<()> {
     let config = config.clone();
-    let runs = side_by_side(Storm::ALL, Series::series, move |variant| {
+    let runs = run_all(Storm::ALL, Series::series, move |variant| {
         storm_case(variant, config.clone())
     })
     .await?;

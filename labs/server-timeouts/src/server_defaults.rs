@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use anyhow::Result;
-use lab_kit::{Output, Series, together::side_by_side};
+use lab_kit::{Output, Series, concurrently::run_all};
 use serde::Serialize;
 
 use crate::{
@@ -107,7 +107,7 @@ pub async fn server_defaults(config: &ServerTimeoutsConfig, out: &mut Output) ->
         format!("{}/{}", setup.series(), client.series())
     };
     // In the order of the setups, then of the clients, whatever order they ended in.
-    let watched = side_by_side(
+    let watched = run_all(
         cells,
         |(setup, client, _)| series_of(setup, *client),
         |(_, client, addr)| watch(addr, client, window),

@@ -241,7 +241,7 @@ pub async fn idle_close_race(
     config: &ShutdownConfig,
 ) -> Result<Vec<(BeforeClose, IdleCloseSummary)>> {
     let config = config.clone();
-    lab_kit::together::side_by_side(
+    lab_kit::concurrently::run_all(
         BeforeClose::ALL,
         |case| case.series(),
         move |case| {

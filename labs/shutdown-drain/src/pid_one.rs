@@ -276,7 +276,7 @@ pub async fn pid_one(config: &ShutdownConfig) -> Result<Vec<(Start, PidOneSummar
         .into_iter()
         .filter(|start| allowed || !start.in_namespace());
     let config = config.clone();
-    lab_kit::together::side_by_side(
+    lab_kit::concurrently::run_all(
         starts,
         |start| start.series(),
         move |start| {

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use failsafe::{backoff, failure_policy};
-use lab_kit::{Mode, together::result_of};
+use lab_kit::{Mode, concurrently::result_of};
 use lab_overload::{
     OverloadConfig,
     breakers::{BreakerSetup, run_breakers},

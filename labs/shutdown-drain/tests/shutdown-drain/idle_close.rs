@@ -16,7 +16,7 @@ use lab_shutdown_drain::{
 use crate::deploys::ONE_AT_A_TIME;
 
 fn find(results: &[(BeforeClose, IdleCloseSummary)], case: BeforeClose) -> &IdleCloseSummary {
-    lab_kit::together::result_of(results, &case)
+    lab_kit::concurrently::result_of(results, &case)
         .unwrap_or_else(|| panic!("no result for {}", case.series()))
 }
 

@@ -18,7 +18,7 @@ async fn sigterm_reaches_the_server_only_when_it_is_pid_1_with_a_handler_or_behi
     let allowed = namespaces_allowed(&config).await.expect("the helper runs");
     let results = pid_one(&config).await.expect("the starts run");
     let find = |start: Start| -> &PidOneSummary {
-        lab_kit::together::result_of(&results, &start)
+        lab_kit::concurrently::result_of(&results, &start)
             .unwrap_or_else(|| panic!("no result for {}", start.series()))
     };
     let grace = config.termination_grace_ms as f64;

@@ -1,6 +1,8 @@
 //! Running a lab's compared things at the same time: each on its own task,
 //! the results back in the order they were given, so the data file reads the
 //! same however the tasks finished.
+//! (Not `side_by_side`: in the manifests that is the batch's word for labs
+//! that share the machine.)
 
 use std::future::Future;
 
@@ -10,7 +12,7 @@ use tokio::task::JoinSet;
 /// Runs `work` for every item at once and returns `(item, result)` in the
 /// items' order. The first failure ends the run with the item's `label` as
 /// context (a panicking task is a failure too); the other tasks are dropped.
-pub async fn side_by_side<I, T, F, Fut>(
+pub async fn run_all<I, T, F, Fut>(
     items: impl IntoIterator<Item = I>,
     label: impl Fn(&I) -> String,
     work: F,
@@ -39,7 +41,7 @@ where
         .collect())
 }
 
-/// The result of `item` in what [`side_by_side`] returned.
+/// The result of `item` in what [`run_all`] returned.
 pub fn result_of<'a, I: PartialEq, T>(results: &'a [(I, T)], item: &I) -> Option<&'a T> {
     results
         .iter()
@@ -58,7 +60,7 @@ mod tests {
         // Every task waits until all three are running: run one after another,
         // they would never pass the barrier (the timeout turns that into a failure).
         let all_running = std::sync::Arc::new(tokio::sync::Barrier::new(3));
-        let run = side_by_side(
+        let run = run_all(
             [3u64, 2, 1],
             |item| format!("item {item}"),
             |item| {
@@ -80,7 +82,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_failure_names_its_item() {
-        let error = side_by_side(
+        let error = run_all(
             ["good", "bad"],
             |item| format!("watcher {item}"),
             |item| async move {
