@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use backoff_sim::SplitMix64;
+use seeded_rng::SplitMix64;
 
 /// How long a caller sleeps before retry number `retry` (1 for the first).
 /// `rng` is the caller's own seeded generator.

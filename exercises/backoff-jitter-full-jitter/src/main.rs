@@ -10,13 +10,13 @@ use std::{
 };
 
 use anyhow::{Context, Result};
-use backoff_sim::SplitMix64;
 use exercise_kit::{Variant, Verdict};
 use lab_backoff_jitter::{
     flaky::{self, FlakyConfig, Recorder},
     live,
 };
 use lab_kit::server::spawn_axum;
+use seeded_rng::SplitMix64;
 use tokio::{sync::Barrier, task::JoinSet};
 
 exercise_kit::exercise!(

@@ -8,8 +8,9 @@ use std::{sync::Arc, time::Duration};
 
 use anyhow::{Context, Result};
 use axum::{Router, extract::State, http::StatusCode, routing::get};
-use backoff_sim::{SplitMix64, Strategy};
+use backoff_sim::Strategy;
 use lab_kit::{Output, Series, server::RunningServer, server::spawn_axum};
+use seeded_rng::SplitMix64;
 use serde::Serialize;
 
 use crate::{

@@ -14,7 +14,7 @@ use std::{
 };
 
 use anyhow::{Context, Result};
-use backoff_sim::{SplitMix64, Strategy};
+use backoff_sim::Strategy;
 use lab_dns::{
     dns_server::DnsServer,
     resolvers::{LabResolver, StubSettings},
@@ -24,6 +24,7 @@ use lab_kit::{
     net::{AbortOnDrop, bind_loopback, closed_loopback_port, spawn_accept_loop},
     server::spawn_axum,
 };
+use seeded_rng::SplitMix64;
 use serde::Serialize;
 use tokio::io::AsyncReadExt;
 

@@ -8,9 +8,10 @@ use std::{sync::Arc, time::Duration};
 
 use anyhow::{Context, Result};
 use axum::http::StatusCode;
-use backoff_sim::{SplitMix64, Strategy};
+use backoff_sim::Strategy;
 use backon::{ExponentialBuilder, Retryable};
 use lab_kit::{Output, Series, concurrently::run_all, server::spawn_axum};
+use seeded_rng::SplitMix64;
 use serde::Serialize;
 
 use crate::{

@@ -6,8 +6,9 @@ use std::{sync::Arc, time::Duration};
 
 use anyhow::{Context, Result, ensure};
 use axum::http::StatusCode;
-use backoff_sim::{SplitMix64, Strategy};
+use backoff_sim::Strategy;
 use lab_kit::{Output, server::spawn_axum, stats::Latencies};
+use seeded_rng::SplitMix64;
 use serde::Serialize;
 
 use crate::{

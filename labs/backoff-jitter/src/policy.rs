@@ -7,8 +7,9 @@ use std::{
     time::{Duration, Instant, SystemTime},
 };
 
-use backoff_sim::{SplitMix64, Strategy, backoff_ms};
+use backoff_sim::{Strategy, backoff_ms};
 use reqwest::{Method, Request, StatusCode, header::HeaderMap};
+use seeded_rng::SplitMix64;
 
 /// The header a caller sets on a POST to say "this is safe to send twice".
 pub const IDEMPOTENCY_KEY: &str = "idempotency-key";

@@ -8,8 +8,8 @@ use std::{
 };
 
 use anyhow::{Context, Result, ensure};
-use backoff_sim::SplitMix64;
 use lab_kit::Series;
+use seeded_rng::SplitMix64;
 use serde::Serialize;
 
 use crate::{

@@ -6,7 +6,7 @@
 use std::{future::Future, time::Duration};
 
 use anyhow::{Result, anyhow};
-use backoff_sim::SplitMix64;
+use seeded_rng::SplitMix64;
 use tokio::{task::JoinSet, time::Instant};
 
 /// Starts `call(index, at)` for every arrival of a Poisson process of

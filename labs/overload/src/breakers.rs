@@ -7,9 +7,9 @@
 use std::{future::Future, pin::Pin, sync::Arc, time::Duration};
 
 use anyhow::{Context, Result};
-use backoff_sim::SplitMix64;
 use failsafe::{StateMachine, backoff::Constant, failure_policy::ConsecutiveFailures};
 use lab_kit::{Series, concurrently::run_all, stats::Latencies};
+use seeded_rng::SplitMix64;
 use serde::Serialize;
 use tokio::time::Instant;
 use tower::{Layer, ServiceExt, util::BoxCloneSyncService};

@@ -15,9 +15,9 @@ use std::{
     time::Duration,
 };
 
-use backoff_sim::SplitMix64;
 use overload_sim::breaker::BreakerConfig;
 use reqwest::{StatusCode, header::RETRY_AFTER};
+use seeded_rng::SplitMix64;
 use tokio::{sync::Semaphore, time::Instant};
 
 use crate::retrying::{ClockedBreaker, RetryTokens, full_jitter};

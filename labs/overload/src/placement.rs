@@ -16,8 +16,8 @@ use std::{
 
 use anyhow::{Context, Result};
 use axum::{Router, extract::State, http::StatusCode, routing::get};
-use backoff_sim::SplitMix64;
 use lab_kit::{Series, concurrently::run_all, server::spawn_axum};
+use seeded_rng::SplitMix64;
 use serde::Serialize;
 use tokio::time::Instant;
 

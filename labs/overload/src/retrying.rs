@@ -6,8 +6,9 @@ use std::{future::Future, sync::Mutex, time::Duration};
 
 use anyhow::{Context, Result};
 
-use backoff_sim::{SplitMix64, Strategy, backoff_ms};
+use backoff_sim::{Strategy, backoff_ms};
 use overload_sim::breaker::{Breaker, BreakerConfig, BreakerState};
+use seeded_rng::SplitMix64;
 use tokio::time::Instant;
 
 /// The breaker every part of the lab uses, in production milliseconds: open

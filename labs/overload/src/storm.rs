@@ -14,8 +14,8 @@ use std::{
 };
 
 use anyhow::{Context, Result};
-use backoff_sim::SplitMix64;
 use lab_kit::{Output, Series, concurrently::run_all};
+use seeded_rng::SplitMix64;
 use serde::Serialize;
 use tokio::time::Instant;
 

@@ -25,7 +25,7 @@ use std::{
     collections::{BinaryHeap, VecDeque},
 };
 
-use backoff_sim::SplitMix64;
+use seeded_rng::SplitMix64;
 
 mod config;
 mod random;

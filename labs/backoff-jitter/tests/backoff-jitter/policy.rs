@@ -6,7 +6,7 @@
 use std::{sync::Arc, time::Duration};
 
 use axum::http::StatusCode;
-use backoff_sim::{SplitMix64, Strategy};
+use backoff_sim::Strategy;
 use lab_backoff_jitter::{
     flaky::{self, FlakyConfig, Recorder, RetryAfterForm},
     live::{ScenarioRun, client, run_scenario},
@@ -15,6 +15,7 @@ use lab_backoff_jitter::{
     },
 };
 use lab_kit::server::{RunningServer, spawn_axum};
+use seeded_rng::SplitMix64;
 
 /// GETs of `path` by `callers` callers with `retrying`, against a dependency
 /// that fails as `flaky_config` says; `seed` seeds the callers' jitter.

@@ -1,7 +1,7 @@
 //! The simulation's randomness beyond `SplitMix64`: exponential gaps for
 //! Poisson arrivals, from a logarithm that gives the same bits everywhere.
 
-use backoff_sim::SplitMix64;
+use seeded_rng::SplitMix64;
 
 /// An exponential gap with the given mean: `-mean * ln(1 - u)`.
 pub(super) fn exponential(rng: &mut SplitMix64, mean: f64) -> f64 {
