@@ -134,7 +134,7 @@ pub async fn run(config: &BackoffConfig, out: &mut Output) -> Result<()> {
             .into_iter()
             .enumerate()
         {
-            out.sample(
+            out.write_sample(
                 series,
                 &CapBucket {
                     t_ms: index as u64 * config.live_bucket_ms,
@@ -142,7 +142,7 @@ pub async fn run(config: &BackoffConfig, out: &mut Output) -> Result<()> {
                 },
             )?;
         }
-        out.summary_of(
+        out.write_summary(
             series,
             &CapSummary {
                 strategy: strategy.name(),

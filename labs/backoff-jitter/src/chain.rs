@@ -167,7 +167,7 @@ pub async fn amplification(config: &BackoffConfig, out: &mut Output) -> Result<(
             let point = measure(services, config.chain_attempts, retry_at)
                 .await
                 .with_context(|| format!("a chain of {services} services"))?;
-            out.sample(&retry_at.series(), &point)?;
+            out.write_sample(&retry_at.series(), &point)?;
             last = Some(point);
         }
         deepest.push(last.context("a chain depth of at least one")?);
@@ -175,7 +175,7 @@ pub async fn amplification(config: &BackoffConfig, out: &mut Output) -> Result<(
     let [every_layer, edge_only] = deepest.as_slice() else {
         anyhow::bail!("expected one deepest chain per retry placement");
     };
-    out.summary_of(
+    out.write_summary(
         SUMMARY_SERIES,
         &ChainSummary {
             hops: every_layer.hops,

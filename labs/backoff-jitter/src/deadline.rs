@@ -165,7 +165,7 @@ pub async fn run(config: &BackoffConfig, out: &mut Output) -> Result<()> {
                 .count()
         };
         let budget = Duration::from_millis(config.deadline_budget_ms + 50);
-        out.summary_of(
+        out.write_summary(
             &series(outage, bound),
             &DeadlineSummary {
                 outage: outage.name(),

@@ -148,7 +148,7 @@ pub async fn run(config: &BackoffConfig, out: &mut Output) -> Result<()> {
             _ => recorder.arrivals().len() - arrivals_before,
         };
         let calls = config.errors_calls_per_kind;
-        out.summary_of(
+        out.write_summary(
             &format!("errors/{kind}"),
             &ErrorSummary {
                 kind,

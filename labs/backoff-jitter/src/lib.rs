@@ -148,7 +148,7 @@ pub fn simulation(config: &BackoffConfig, out: &mut Output) -> Result<()> {
                 &SimConfig::published(clients, strategy, config.seed),
                 config.sweep_runs,
             );
-            out.sample(
+            out.write_sample(
                 &format!("sim-{}", strategy.name()),
                 &ContentionPoint {
                     clients,
@@ -169,7 +169,7 @@ pub fn simulation(config: &BackoffConfig, out: &mut Output) -> Result<()> {
     let none = at(Strategy::None);
     for strategy in Strategy::ALL {
         let mean = at(strategy);
-        out.summary_of(
+        out.write_summary(
             &format!("sim-{}", strategy.name()),
             &SimSummary {
                 clients: config.load_clients,
@@ -194,7 +194,7 @@ pub fn simulation(config: &BackoffConfig, out: &mut Output) -> Result<()> {
             .take(buckets)
             .enumerate()
         {
-            out.sample(
+            out.write_sample(
                 &format!("load-{}", strategy.name()),
                 &LoadBucket {
                     t_ms: index as f64 * config.load_bucket_ms,
@@ -209,7 +209,7 @@ pub fn simulation(config: &BackoffConfig, out: &mut Output) -> Result<()> {
 /// The whole lab, as records on `out`.
 pub async fn run(mode: Mode, config: &BackoffConfig, out: &mut Output) -> Result<()> {
     let meta = Meta::describe(lab_kit::slug!(), mode, 1.0, config)?;
-    out.meta(meta)?;
+    out.write_meta(meta)?;
     simulation(config, out).context("the simulation sweep")?;
     live::storm(config, out)
         .await

@@ -225,7 +225,7 @@ pub async fn compare(config: &BackoffConfig, out: &mut Output) -> Result<()> {
     })
     .await?;
     for (library, summary) in measured {
-        out.summary_of(&library.series(), &summary)?;
+        out.write_summary(&library.series(), &summary)?;
     }
     Ok(())
 }

@@ -242,7 +242,7 @@ pub async fn storm(config: &BackoffConfig, out: &mut Output) -> Result<()> {
         );
         let buckets = bucket_arrivals(&run.arrivals, config.live_bucket_ms);
         for (index, &arrivals) in buckets.iter().enumerate() {
-            out.sample(
+            out.write_sample(
                 &format!("arrivals-{}", scenario.name),
                 &ArrivalBucket {
                     t_ms: index as u64 * config.live_bucket_ms,
@@ -260,7 +260,7 @@ pub async fn storm(config: &BackoffConfig, out: &mut Output) -> Result<()> {
             .iter()
             .filter(|report| report.succeeded())
             .count();
-        out.summary_of(
+        out.write_summary(
             &format!("live-{}", scenario.name),
             &StormSummary {
                 callers: config.live_clients,

@@ -141,7 +141,7 @@ impl BlockingConfig {
 /// The whole lab: every setup in turn, as records on `out`.
 pub async fn run(mode: Mode, config: &BlockingConfig, out: &mut Output) -> Result<()> {
     let meta = Meta::describe(lab_kit::slug!(), mode, 1.0, config)?;
-    out.meta(meta)?;
+    out.write_meta(meta)?;
     for setup in &config.setups()? {
         eprintln!(
             "blocking-lag: {} ({}, {} x {} report)",
@@ -154,12 +154,12 @@ pub async fn run(mode: Mode, config: &BlockingConfig, out: &mut Output) -> Resul
             .await
             .with_context(|| format!("setup {}", setup.name))?;
         for sample in &measured.health {
-            out.sample(&format!("health-{}", setup.series()), sample)?;
+            out.write_sample(&format!("health-{}", setup.series()), sample)?;
         }
         for point in &measured.lag {
-            out.sample(&format!("lag-{}", setup.series()), point)?;
+            out.write_sample(&format!("lag-{}", setup.series()), point)?;
         }
-        out.summary_of(&setup.series(), &measured.summary)?;
+        out.write_summary(&setup.series(), &measured.summary)?;
     }
     streaming::stream_report(config, out)
         .await

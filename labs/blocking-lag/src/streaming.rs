@@ -208,9 +208,9 @@ pub async fn stream_report(config: &BlockingConfig, out: &mut Output) -> Result<
             .await
             .with_context(|| format!("delivery {}", delivery.name()))?;
         for sample in &run.rss {
-            out.sample(&format!("rss-{}", delivery.series()), sample)?;
+            out.write_sample(&format!("rss-{}", delivery.series()), sample)?;
         }
-        out.summary_of(&delivery.series(), &run.summary)?;
+        out.write_summary(&delivery.series(), &run.summary)?;
     }
     eprintln!(
         "blocking-lag: the report from SQLite, both ways, in {:.1} s",

@@ -128,7 +128,7 @@ impl CancellationConfig {
 /// The whole lab, as records on `out`.
 pub async fn run(mode: Mode, config: &CancellationConfig, out: &mut Output) -> Result<()> {
     let meta = Meta::describe(lab_kit::slug!(), mode, config.time_scale, config)?;
-    out.meta(meta)?;
+    out.write_meta(meta)?;
     let database = Arc::new(SlowDatabase::open(config.pool_size).context("opening the database")?);
     // One case at a time: the cases' queries burn the CPU, and side by side
     // on two cores they would measure each other.
@@ -137,14 +137,14 @@ pub async fn run(mode: Mode, config: &CancellationConfig, out: &mut Output) -> R
         let case = leave::leave_case(setup, Arc::clone(&database), config)
             .await
             .with_context(|| setup.series())?;
-        out.summary_of(&setup.series(), &case)?;
+        out.write_summary(&setup.series(), &case)?;
     }
     eprintln!("cancellation: route timeouts (3 ways)");
     for kind in RouteTimeout::ALL {
         let case = route_timeout::route_case(kind, Arc::clone(&database), config)
             .await
             .with_context(|| kind.series())?;
-        out.summary_of(&kind.series(), &case)?;
+        out.write_summary(&kind.series(), &case)?;
     }
     // One variant at a time: the backend's queries burn the CPU.
     eprintln!("cancellation: deadline propagation across three services (2 variants)");
@@ -152,20 +152,20 @@ pub async fn run(mode: Mode, config: &CancellationConfig, out: &mut Output) -> R
         let outcome = chain::chain_case(variant, config)
             .await
             .with_context(|| variant.series())?;
-        out.summary_of(&variant.series(), &outcome)?;
+        out.write_summary(&variant.series(), &outcome)?;
     }
     eprintln!("cancellation: counting client aborts (3 access logs)");
     let counts = counting::run_counting(config).await.context("counting")?;
     // Both come back in the order of their `ALL`.
     for (log, count) in counting::AccessLog::ALL.iter().zip(&counts) {
-        out.summary_of(&log.series(), count)?;
+        out.write_summary(&log.series(), count)?;
     }
     eprintln!("cancellation: the provider's view (4 setups, side by side)");
     let views = provider::run_provider(config)
         .await
         .context("the provider's view")?;
     for (client, view) in provider::ProviderClient::ALL.iter().zip(&views) {
-        out.summary_of(&client.series(), view)?;
+        out.write_summary(&client.series(), view)?;
     }
     eprintln!("cancellation: the spiral (3 variants)");
     spiral::run_spiral(config, out)

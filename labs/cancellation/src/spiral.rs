@@ -131,9 +131,9 @@ pub async fn run_spiral(config: &CancellationConfig, out: &mut Output) -> Result
             .await
             .with_context(|| variant.name())?;
         for sample in &samples {
-            out.sample(&variant.series(), sample)?;
+            out.write_sample(&variant.series(), sample)?;
         }
-        out.summary_of(&variant.series(), &summary)?;
+        out.write_summary(&variant.series(), &summary)?;
     }
     Ok(())
 }

@@ -62,9 +62,9 @@ pub async fn run_cost(config: &ClientTimeoutsConfig, out: &mut Output) -> Result
     for (guard, result) in Guard::ALL.into_iter().zip([none, timeout, bulkhead]) {
         let lines = result.with_context(|| format!("the {} client", guard.name()))?;
         for line in &lines {
-            out.sample(&guard.series(), line)?;
+            out.write_sample(&guard.series(), line)?;
         }
-        out.summary_of(&guard.series(), &summarise(config, guard, &lines)?)?;
+        out.write_summary(&guard.series(), &summarise(config, guard, &lines)?)?;
     }
     Ok(())
 }

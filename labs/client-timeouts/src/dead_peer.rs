@@ -178,7 +178,7 @@ pub async fn run_dead_peer(config: &ClientTimeoutsConfig, out: &mut Output) -> R
     })
     .await?;
     for (watcher, watched) in &all {
-        out.summary_of(&watcher.series(), watched)?;
+        out.write_summary(&watcher.series(), watched)?;
     }
     Ok(())
 }

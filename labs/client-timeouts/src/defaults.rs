@@ -286,10 +286,10 @@ pub async fn run_defaults(config: &ClientTimeoutsConfig, out: &mut Output) -> Re
         reaper(legacy(Some(idle), false), idle),
         reaper(legacy(Some(idle), true), idle),
     )?;
-    out.summary_of("defaults/reqwest", &reqwest_defaults)?;
-    out.summary_of("defaults/hyper-util-legacy", &legacy_defaults)?;
-    out.summary_of("reaper/reqwest", &reqwest_reaper)?;
-    out.summary_of("reaper/hyper-util-legacy-no-timer", &legacy_no_timer)?;
-    out.summary_of("reaper/hyper-util-legacy-timer", &legacy_timer)?;
+    out.write_summary("defaults/reqwest", &reqwest_defaults)?;
+    out.write_summary("defaults/hyper-util-legacy", &legacy_defaults)?;
+    out.write_summary("reaper/reqwest", &reqwest_reaper)?;
+    out.write_summary("reaper/hyper-util-legacy-no-timer", &legacy_no_timer)?;
+    out.write_summary("reaper/hyper-util-legacy-timer", &legacy_timer)?;
     Ok(())
 }

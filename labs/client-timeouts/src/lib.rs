@@ -149,8 +149,8 @@ pub struct Timeouts {
 /// The whole lab, as records on `out`.
 pub async fn run(mode: Mode, config: &ClientTimeoutsConfig, out: &mut Output) -> Result<()> {
     let meta = Meta::describe(lab_kit::slug!(), mode, config.time_scale, config)?;
-    out.meta(meta)?;
-    out.summary_of(
+    out.write_meta(meta)?;
+    out.write_summary(
         "timeouts",
         &Timeouts {
             connect_s: config.connect_timeout_s,
@@ -164,8 +164,8 @@ pub async fn run(mode: Mode, config: &ClientTimeoutsConfig, out: &mut Output) ->
     )?;
     eprintln!("client-timeouts: the grid (7 shapes x 5 settings, side by side)");
     for cell in grid::run_grid(config).await.context("the grid")? {
-        out.sample(&format!("grid/{}", cell.setting), &cell)?;
-        out.summary_of(&format!("cell/{}/{}", cell.shape, cell.setting), &cell)?;
+        out.write_sample(&format!("grid/{}", cell.setting), &cell)?;
+        out.write_summary(&format!("cell/{}/{}", cell.shape, cell.setting), &cell)?;
     }
     eprintln!("client-timeouts: the four-step check behind a tunnel");
     reuse::run_checks(config, out)
@@ -193,8 +193,8 @@ pub async fn run(mode: Mode, config: &ClientTimeoutsConfig, out: &mut Output) ->
     cost.context("the cost of waiting")?;
     for record in dead_peer_out.records().iter().chain(cost_out.records()) {
         match record {
-            lab_kit::Record::Summary(point) => out.summary_of(&point.series, &point.values)?,
-            lab_kit::Record::Sample(point) => out.sample(&point.series, &point.values)?,
+            lab_kit::Record::Summary(point) => out.write_summary(&point.series, &point.values)?,
+            lab_kit::Record::Sample(point) => out.write_sample(&point.series, &point.values)?,
             _ => {}
         }
     }

@@ -267,7 +267,7 @@ pub async fn run_proxy(config: &ClientTimeoutsConfig, out: &mut Output) -> Resul
         let measured = case(shape, client_leaves, config)
             .await
             .with_context(|| format!("case {series}"))?;
-        out.summary_of(series, &measured)?;
+        out.write_summary(series, &measured)?;
     }
     Ok(())
 }

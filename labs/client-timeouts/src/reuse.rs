@@ -303,8 +303,8 @@ pub async fn run_checks(config: &ClientTimeoutsConfig, out: &mut Output) -> Resu
     let mut all: Vec<_> = checked.into_iter().flat_map(|(_, steps)| steps).collect();
     all.sort_by(|a, b| a.row.total_cmp(&b.row).then(a.step.cmp(&b.step)));
     for step in &all {
-        out.sample(timeline_series(&step.outcome), step)?;
-        out.summary_of(&format!("step/{}/{}", step.policy, step.step), step)?;
+        out.write_sample(timeline_series(&step.outcome), step)?;
+        out.write_summary(&format!("step/{}/{}", step.policy, step.step), step)?;
     }
     Ok(())
 }

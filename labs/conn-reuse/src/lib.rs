@@ -252,7 +252,7 @@ pub struct InFlightPoint {
 /// The whole lab: every setup, the sweep, TLS and ports, as records on `out`.
 pub async fn run(mode: Mode, config: &ReuseConfig, out: &mut Output) -> Result<()> {
     let meta = Meta::describe(lab_kit::slug!(), mode, 1.0, config)?;
-    out.meta(meta)?;
+    out.write_meta(meta)?;
     for setup in Setup::ALL {
         eprintln!(
             "conn-reuse: {} ({} x {} requests)",
@@ -265,10 +265,10 @@ pub async fn run(mode: Mode, config: &ReuseConfig, out: &mut Output) -> Result<(
             let summary = measure(setup, config.requests, config.in_flight, config.body_bytes)
                 .await
                 .with_context(|| format!("setup {}", setup.series()))?;
-            out.sample(&setup.series(), &summary)?;
+            out.write_sample(&setup.series(), &summary)?;
             runs.push(summary);
         }
-        out.summary_of(&setup.series(), &median_of(&runs))?;
+        out.write_summary(&setup.series(), &median_of(&runs))?;
     }
     for &in_flight in &config.sweep {
         eprintln!("conn-reuse: sweep, {in_flight} in flight");
@@ -280,7 +280,7 @@ pub async fn run(mode: Mode, config: &ReuseConfig, out: &mut Output) -> Result<(
         )
         .await
         .with_context(|| format!("sweep at {in_flight} in flight"))?;
-        out.sample(
+        out.write_sample(
             "sweep-shared-pool",
             &InFlightPoint {
                 in_flight,
@@ -291,7 +291,7 @@ pub async fn run(mode: Mode, config: &ReuseConfig, out: &mut Output) -> Result<(
         )?;
     }
     let time_wait = ports::time_wait(config.requests, config.in_flight).await?;
-    out.summary_of(ports::TIME_WAIT_SERIES, &time_wait)?;
+    out.write_summary(ports::TIME_WAIT_SERIES, &time_wait)?;
     // The port window's part spends about a second asleep, waiting for the
     // kernel to free a port, so it waits while the TLS part works: the TLS
     // part's CPU times are its own threads' clocks, which a sleeping task
@@ -301,10 +301,10 @@ pub async fn run(mode: Mode, config: &ReuseConfig, out: &mut Output) -> Result<(
         ports::refused(config.port_window)
     );
     for (setup, summary) in tls? {
-        out.summary_of(&setup.series(), &summary)?;
+        out.write_summary(&setup.series(), &summary)?;
     }
     if let Some(refused) = refused? {
-        out.summary_of(ports::REFUSED_SERIES, &refused)?;
+        out.write_summary(ports::REFUSED_SERIES, &refused)?;
     }
     Ok(())
 }

@@ -92,7 +92,7 @@ async fn part<T: Serialize>(
 ) -> Result<Vec<(String, T)>> {
     eprintln!("dns: {name}");
     let rows = work.await.context(name.to_string())?;
-    out.summaries(&rows)?;
+    out.write_summaries(&rows)?;
     Ok(rows)
 }
 
@@ -105,9 +105,9 @@ const PART_FAMILIES: &str = "part 4, address families and Happy Eyeballs";
 /// The whole lab, as records on `out`.
 pub async fn run(mode: Mode, config: &DnsConfig, out: &mut Output) -> Result<()> {
     let meta = Meta::describe(lab_kit::slug!(), mode, 1.0, config)?;
-    out.meta(meta)?;
+    out.write_meta(meta)?;
     let system = families::system_localhost().await?;
-    out.summary_of("system/localhost", &system)?;
+    out.write_summary("system/localhost", &system)?;
     // Parts 3 to 5 wait on the lab's DNS server and on timers, so they run
     // first, and beside the other labs when `cargo xtask book` runs this one
     // in its batch (`lab_kit::batch`). Parts 1 and 2 then run alone: they
@@ -118,7 +118,7 @@ pub async fn run(mode: Mode, config: &DnsConfig, out: &mut Output) -> Result<()>
     part(&mut waiting, PART_SEARCH, server_lookups::run_search()).await?;
     let families = part(&mut waiting, PART_FAMILIES, families::run_families(config)).await?;
     if families.is_empty() {
-        waiting.summary_of("family/skipped", &families::Skipped::no_ipv6_loopback())?;
+        waiting.write_summary("family/skipped", &families::Skipped::no_ipv6_loopback())?;
     }
     eprintln!("dns: part 5, the pool that outlives a DNS change");
     let switches = old_address::run_switch(config)
@@ -126,9 +126,9 @@ pub async fn run(mode: Mode, config: &DnsConfig, out: &mut Output) -> Result<()>
         .context("part 5, the DNS switch")?;
     for (series, run, buckets) in &switches {
         for bucket in buckets {
-            waiting.sample(series, bucket)?;
+            waiting.write_sample(series, bucket)?;
         }
-        waiting.summary_of(series, run)?;
+        waiting.write_summary(series, run)?;
     }
     let waited = lab_kit::batch::alone().await?;
     if waited.as_millis() >= 100 {
@@ -140,7 +140,7 @@ pub async fn run(mode: Mode, config: &DnsConfig, out: &mut Output) -> Result<()>
     let lookups = part(out, PART_LOOKUPS, per_request::run_lookups(config)).await?;
     let pools = part(out, PART_POOL, blocking_pool::run_pools(config)).await?;
     out.append(&waiting)?;
-    out.summaries(&defaults::rows(
+    out.write_summaries(&defaults::rows(
         &system, &lookups, &pools, &families, &switches,
     )?)?;
     Ok(())

@@ -209,11 +209,11 @@ impl ComparisonRow {
 
 pub async fn run(mode: Mode, config: &DoctorConfig, out: &mut Output) -> Result<()> {
     let meta = Meta::describe(lab_kit::slug!(), mode, config.time_scale, config)?;
-    out.meta(meta)?;
+    out.write_meta(meta)?;
     // Beside the servers: it waits on nginx's timer, not on the CPU.
     let (comparison, servers) = tokio::join!(compare::run(), servers(config, out));
     servers?;
-    out.summary_of("slowhttptest", &ComparisonRow::from(comparison).await)?;
+    out.write_summary("slowhttptest", &ComparisonRow::from(comparison).await)?;
     Ok(())
 }
 
@@ -249,7 +249,7 @@ async fn servers(config: &DoctorConfig, out: &mut Output) -> Result<()> {
                 _ => &finding.measured,
             };
             let cell = format!("{}: {said}", finding.grade.label());
-            out.sample(
+            out.write_sample(
                 &format!("{}/{}", subject.name, finding.check),
                 &Row {
                     server: subject.name,
@@ -264,7 +264,7 @@ async fn servers(config: &DoctorConfig, out: &mut Output) -> Result<()> {
                 cells.push((subject.name, cell));
             }
         }
-        out.summary_of(
+        out.write_summary(
             subject.name,
             &Tally {
                 passed: count(Grade::Pass),
@@ -297,7 +297,7 @@ async fn servers(config: &DoctorConfig, out: &mut Output) -> Result<()> {
             .into_iter()
             .map(|(server, cell)| (server.replace('-', "_"), cell.into()))
             .collect();
-        out.summary_of(check.name(), &row)?;
+        out.write_summary(check.name(), &row)?;
     }
     Ok(())
 }

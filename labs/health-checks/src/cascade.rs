@@ -202,7 +202,7 @@ pub async fn run(config: &HealthConfig, out: &mut Output) -> Result<()> {
             .collect();
         let zero_endpoints_ms = all_out_ms(&spans);
         let (failure_threshold, success_threshold) = design.thresholds();
-        out.summary_of(
+        out.write_summary(
             &design.series(),
             &CascadeSummary {
                 pods: pods as u64,

@@ -144,9 +144,9 @@ pub fn write_fleet(config: &FleetConfig, out: &mut Output) -> Result<()> {
         let (seconds, summary) = simulate(config, check);
         let series = format!("fleet/{}", check.series());
         for second in &seconds {
-            out.sample(&series, second)?;
+            out.write_sample(&series, second)?;
         }
-        out.summary_of(&series, &summary)?;
+        out.write_summary(&series, &summary)?;
     }
     Ok(())
 }

@@ -154,7 +154,7 @@ impl HealthConfig {
 /// The whole lab: the probes against a slow dependency, then the fleet.
 pub async fn run(mode: Mode, config: &HealthConfig, out: &mut Output) -> Result<()> {
     let meta = Meta::describe(lab_kit::slug!(), mode, config.time_scale, config)?;
-    out.meta(meta)?;
+    out.write_meta(meta)?;
     eprintln!(
         "health-checks: probing a service whose dependency is slow for {} ms of {} ms",
         config.dependency_slow_until_ms - config.dependency_slow_from_ms,
@@ -171,7 +171,7 @@ pub async fn run(mode: Mode, config: &HealthConfig, out: &mut Output) -> Result<
     cascade.context("the readiness cascade")?;
     for record in cascade_records.records() {
         if let lab_kit::Record::Summary(point) = record {
-            out.summary_of(&point.series, &point.values)?;
+            out.write_summary(&point.series, &point.values)?;
         }
     }
     eprintln!(

@@ -179,12 +179,12 @@ pub async fn run(config: &HealthConfig, out: &mut Output) -> Result<()> {
     for (check, log) in &logs {
         let relative = |at: f64| at - t0_ms;
         match check {
-            ProbedCheck::Liveness(_) => out.summary_of(
+            ProbedCheck::Liveness(_) => out.write_summary(
                 &check.series(),
                 &liveness_summary(config, *check, log, relative),
             )?,
             ProbedCheck::Readiness => {
-                out.summary_of(&check.series(), &readiness_summary(config, log, relative))?
+                out.write_summary(&check.series(), &readiness_summary(config, log, relative))?
             }
         }
     }
@@ -192,7 +192,7 @@ pub async fn run(config: &HealthConfig, out: &mut Output) -> Result<()> {
         config.dependency_slow_from_ms as f64,
         config.dependency_slow_until_ms as f64,
     );
-    out.summary_of(
+    out.write_summary(
         "dependency",
         &DependencySummary {
             slow_from_ms: slow_from,
@@ -220,7 +220,7 @@ fn write_timeline(
             } else {
                 "probe-failed"
             };
-            out.sample(
+            out.write_sample(
                 series,
                 &TimelineSpan {
                     check: check.series(),
@@ -237,10 +237,10 @@ fn write_timeline(
                 end_ms: back,
                 row: check.row(),
             };
-            out.sample("not-routed", &span)?;
+            out.write_sample("not-routed", &span)?;
         }
     }
-    out.sample(
+    out.write_sample(
         "dependency-slow",
         &TimelineSpan {
             check: "dependency".into(),

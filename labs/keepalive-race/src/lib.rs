@@ -39,7 +39,7 @@ pub use crate::{
 /// Every experiment, as records on `out`.
 pub async fn run(mode: Mode, config: &KeepaliveConfig, out: &mut Output) -> Result<()> {
     let meta = Meta::describe(lab_kit::slug!(), mode, config.time_scale, config)?;
-    out.meta(meta)?;
+    out.write_meta(meta)?;
     eprintln!(
         "keepalive-race: time compressed {}x (a 60 s timeout runs as {:?})",
         config.time_scale,
@@ -66,18 +66,18 @@ pub async fn run(mode: Mode, config: &KeepaliveConfig, out: &mut Output) -> Resu
     for (case, points) in &cases {
         let series = case.series();
         for point in points {
-            out.sample(&series, point)?;
+            out.write_sample(&series, point)?;
         }
         let totals = totals(config, *case, points);
         eprintln!(
             "keepalive-race: {series}: {} requests, {} answered 502",
             totals.requests, totals.bad_gateway
         );
-        out.summary_of(&series, &totals)?;
+        out.write_summary(&series, &totals)?;
     }
     // One line of each kind from the balancer's access log, in ALB's format.
     for example in day_and_night::log_examples(&cases) {
-        out.sample("day-night/access-log", &example)?;
+        out.write_sample("day-night/access-log", &example)?;
     }
     out.append(&reqwest_records)?;
     Ok(())

@@ -89,7 +89,7 @@ pub async fn reqwest_race(config: &KeepaliveConfig, out: &mut Output) -> Result<
                 errors += 1;
                 example = text.clone();
             }
-            out.sample(
+            out.write_sample(
                 &series,
                 &ReqwestSample {
                     gap_ms: gap.as_secs_f64() * 1000.0,
@@ -107,7 +107,7 @@ pub async fn reqwest_race(config: &KeepaliveConfig, out: &mut Output) -> Result<
             error: String,
             link_delay_ms: f64,
         }
-        out.summary_of(
+        out.write_summary(
             &series,
             &ReqwestSummary {
                 requests: gaps.len(),

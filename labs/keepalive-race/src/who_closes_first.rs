@@ -126,7 +126,7 @@ pub async fn who_closes_first(config: &KeepaliveConfig, out: &mut Output) -> Res
             let (outcome, seen_hint) =
                 outcome.with_context(|| format!("{name}: reuse after {gap:?}"))?;
             hint = hint.or(seen_hint);
-            out.sample(
+            out.write_sample(
                 &format!("gap/{name}"),
                 &GapSample {
                     gap_ms: gap.as_secs_f64() * 1000.0,
@@ -143,7 +143,7 @@ pub async fn who_closes_first(config: &KeepaliveConfig, out: &mut Output) -> Res
             close.closed_after_ms.map(|ms| config.production_s(ms)),
             config.production_s(close.window_ms),
         );
-        out.summary_of(
+        out.write_summary(
             &format!("close/{name}"),
             &IdleClose {
                 server: name.clone(),

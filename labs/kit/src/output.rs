@@ -69,7 +69,7 @@ impl Output {
     }
 
     /// The run's meta record, if it wrote one first.
-    pub fn meta_record(&self) -> Option<&Meta> {
+    pub fn meta(&self) -> Option<&Meta> {
         match self.records.first() {
             Some(Record::Meta(meta)) => Some(&**meta),
             _ => None,
@@ -89,7 +89,7 @@ impl Output {
         run(Mode::Quick, config, &mut out)
             .await
             .with_context(|| format!("the quick run of {lab}"))?;
-        let meta = out.meta_record().context("the first record is not meta")?;
+        let meta = out.meta().context("the first record is not meta")?;
         ensure!(
             meta.lab == lab,
             "meta names lab {:?}, not {lab:?}",
@@ -111,8 +111,9 @@ impl Output {
         })
     }
 
-    /// The run's meta record; what `--set` changed goes into it.
-    pub fn meta(&mut self, mut meta: Meta) -> Result<()> {
+    /// Writes the run's meta record (read back with [`Output::meta`]); what
+    /// `--set` changed goes into it.
+    pub fn write_meta(&mut self, mut meta: Meta) -> Result<()> {
         if meta.set.is_empty() {
             meta.set = self.set.clone();
         }
@@ -134,7 +135,8 @@ impl Output {
         self
     }
 
-    pub fn sample(&mut self, series: &str, values: &impl Serialize) -> Result<()> {
+    /// Writes one sample of `series` (read back with [`Output::samples`]).
+    pub fn write_sample(&mut self, series: &str, values: &impl Serialize) -> Result<()> {
         let point = Point {
             series: series.to_string(),
             values: to_fields(values)?,
@@ -142,7 +144,8 @@ impl Output {
         self.write(Record::Sample(point))
     }
 
-    pub fn summary_of(&mut self, series: &str, values: &impl Serialize) -> Result<()> {
+    /// Writes the summary of `series` (read back with [`Output::summary`]).
+    pub fn write_summary(&mut self, series: &str, values: &impl Serialize) -> Result<()> {
         let point = Point {
             series: series.to_string(),
             values: to_fields(values)?,
@@ -150,10 +153,10 @@ impl Output {
         self.write(Record::Summary(point))
     }
 
-    /// One summary per `(series, values)` row, in order.
-    pub fn summaries<S: AsRef<str>, T: Serialize>(&mut self, rows: &[(S, T)]) -> Result<()> {
+    /// Writes one summary per `(series, values)` row, in order.
+    pub fn write_summaries<S: AsRef<str>, T: Serialize>(&mut self, rows: &[(S, T)]) -> Result<()> {
         for (series, values) in rows {
-            self.summary_of(series.as_ref(), values)?;
+            self.write_summary(series.as_ref(), values)?;
         }
         Ok(())
     }
@@ -165,8 +168,8 @@ impl Output {
     pub fn append(&mut self, part: &Output) -> Result<()> {
         for record in part.records() {
             match record {
-                Record::Sample(point) => self.sample(&point.series, &point.values)?,
-                Record::Summary(point) => self.summary_of(&point.series, &point.values)?,
+                Record::Sample(point) => self.write_sample(&point.series, &point.values)?,
+                Record::Summary(point) => self.write_summary(&point.series, &point.values)?,
                 Record::Meta(_) => {}
             }
         }

@@ -222,7 +222,7 @@ pub fn in_production(summary: LatencySummary, time_scale: f64) -> LatencySummary
 /// The whole lab, as records on `out`.
 pub async fn run(mode: Mode, config: &OverloadConfig, out: &mut Output) -> Result<()> {
     let meta = Meta::describe(lab_kit::slug!(), mode, config.time_scale, config)?;
-    out.meta(meta)?;
+    out.write_meta(meta)?;
     // Parts 2 to 5 and 7 wait on timers at a few hundred requests a second,
     // so they run first, and beside the other labs when `cargo xtask book`
     // runs this one in its batch (`lab_kit::batch`). Parts 1 and 6 then run
@@ -266,20 +266,20 @@ pub async fn run(mode: Mode, config: &OverloadConfig, out: &mut Output) -> Resul
         .await
         .context("the enrichment service")?;
     for (setup, outcome) in bulkheads {
-        out.summary_of(&lab_kit::Series::series(&setup), &outcome)?;
+        out.write_summary(&lab_kit::Series::series(&setup), &outcome)?;
     }
     out.append(&shedding)?;
     for (setup, outcome) in breakers {
-        out.summary_of(&lab_kit::Series::series(&setup), &outcome)?;
+        out.write_summary(&lab_kit::Series::series(&setup), &outcome)?;
     }
     for (case, outcome) in placements {
-        out.summary_of(&lab_kit::Series::series(&case), &outcome)?;
+        out.write_summary(&lab_kit::Series::series(&case), &outcome)?;
     }
     for (setup, outcome) in batch {
-        out.summary_of(&lab_kit::Series::series(&setup), &outcome)?;
+        out.write_summary(&lab_kit::Series::series(&setup), &outcome)?;
     }
     for (case, outcome) in probes {
-        out.summary_of(&lab_kit::Series::series(&case), &outcome)?;
+        out.write_summary(&lab_kit::Series::series(&case), &outcome)?;
     }
     out.append(&storm)?;
     Ok(())

@@ -277,7 +277,7 @@ pub async fn run_shedding(config: &OverloadConfig, out: &mut Output) -> Result<(
         .await
         .with_context(|| format!("at {offered_x}x capacity"))?;
         for ((kind, point), (_, sweep)) in points.into_iter().zip(&mut sweeps) {
-            out.sample(&kind.series(), &point)?;
+            out.write_sample(&kind.series(), &point)?;
             sweep.push(point);
         }
     }
@@ -295,7 +295,7 @@ pub async fn run_shedding(config: &OverloadConfig, out: &mut Output) -> Result<(
             goodput_pct_at_highest_load: highest.goodput_pct_of_capacity,
             ok_p99_ms_at_highest_load: highest.ok_p99_ms,
         };
-        out.summary_of(&kind.series(), &summary)?;
+        out.write_summary(&kind.series(), &summary)?;
     }
     Ok(())
 }

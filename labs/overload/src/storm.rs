@@ -324,9 +324,9 @@ pub async fn run_storm(config: &OverloadConfig, out: &mut Output) -> Result<()> 
     .await?;
     for (variant, (samples, summary)) in runs {
         for sample in &samples {
-            out.sample(&variant.series(), sample)?;
+            out.write_sample(&variant.series(), sample)?;
         }
-        out.summary_of(&variant.series(), &summary)?;
+        out.write_summary(&variant.series(), &summary)?;
     }
     Ok(())
 }

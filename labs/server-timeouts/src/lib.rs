@@ -155,7 +155,7 @@ impl ServerTimeoutsConfig {
 /// The experiment, as records on `out`.
 pub async fn run(mode: Mode, config: &ServerTimeoutsConfig, out: &mut Output) -> Result<()> {
     let meta = Meta::describe(lab_kit::slug!(), mode, config.time_scale, config)?;
-    out.meta(meta)?;
+    out.write_meta(meta)?;
     eprintln!(
         "server-timeouts: time compressed {}x (a 60 s timeout runs as {:?}); watching each \
          connection for {} s of production time",
@@ -173,15 +173,15 @@ pub async fn run(mode: Mode, config: &ServerTimeoutsConfig, out: &mut Output) ->
     );
     compressed.context("measured server defaults")?;
     if let Some(row) = real_time.context("hyper's default idle timeout, in real time")? {
-        out.summary_of("hyper-default-real-time/idle", &row)?;
+        out.write_summary("hyper-default-real-time/idle", &row)?;
     }
     let (limits, filled) = filled.context("servers out of file descriptors")?;
-    out.summary_of("descriptors/lab-process", &limits)?;
+    out.write_summary("descriptors/lab-process", &limits)?;
     for (server, row) in filled {
-        out.summary_of(&server.series(), &row)?;
+        out.write_summary(&server.series(), &row)?;
     }
     for (path, row) in proxied.context("a slow upload through a proxy")? {
-        out.summary_of(&path.series(), &row)?;
+        out.write_summary(&path.series(), &row)?;
     }
     Ok(())
 }

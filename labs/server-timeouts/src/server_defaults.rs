@@ -136,10 +136,10 @@ pub async fn server_defaults(config: &ServerTimeoutsConfig, out: &mut Output) ->
                 verdict: summary.verdict.clone(),
             },
         ));
-        out.summary_of(&name, &summary)?;
+        out.write_summary(&name, &summary)?;
     }
     for (series, life) in &lives {
-        out.sample(series, life)?;
+        out.write_sample(series, life)?;
     }
     Ok(())
 }

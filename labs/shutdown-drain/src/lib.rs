@@ -50,7 +50,7 @@ use crate::{
 /// probe on the lab's own server, with and without a SIGTERM handler.
 pub async fn run(mode: Mode, config: &ShutdownConfig, out: &mut Output) -> Result<()> {
     let meta = Meta::describe(lab_kit::slug!(), mode, config.time_scale, config)?;
-    out.meta(meta)?;
+    out.write_meta(meta)?;
     ensure!(
         config.hard_deadline_ms < config.termination_grace_ms,
         "the hard deadline must be below the orchestrator's grace period"
@@ -86,7 +86,7 @@ pub async fn run(mode: Mode, config: &ShutdownConfig, out: &mut Output) -> Resul
             summary.new_connection_502,
             summary.requests
         );
-        out.summary_of(&case.series(), &summary)?;
+        out.write_summary(&case.series(), &summary)?;
     }
     for (start, summary) in starts.context("PID 1 and signals")? {
         eprintln!(
@@ -100,7 +100,7 @@ pub async fn run(mode: Mode, config: &ShutdownConfig, out: &mut Output) -> Resul
             summary.exit_code,
             summary.time_to_exit_ms
         );
-        out.summary_of(&start.series(), &summary)?;
+        out.write_summary(&start.series(), &summary)?;
     }
     let slow = AtSigterm {
         path: "/slow".into(),
@@ -143,7 +143,7 @@ pub async fn run(mode: Mode, config: &ShutdownConfig, out: &mut Output) -> Resul
             map.remove("command");
         }
         eprintln!("{}", report.verdict);
-        out.summary_of(&series, &fields)?;
+        out.write_summary(&series, &fields)?;
     }
     Ok(())
 }

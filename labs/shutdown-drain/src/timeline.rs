@@ -194,7 +194,7 @@ fn summarize(
 pub fn write_deploy(deploy: &Deploy, out: &mut Output) -> Result<()> {
     let name = deploy.case.series();
     for sample in &deploy.samples {
-        out.sample(&format!("{name}/{}", sample.kind), sample)?;
+        out.write_sample(&format!("{name}/{}", sample.kind), sample)?;
     }
     #[derive(Serialize)]
     struct Lane {
@@ -202,7 +202,7 @@ pub fn write_deploy(deploy: &Deploy, out: &mut Output) -> Result<()> {
         end_ms: f64,
         row: f64,
     }
-    out.sample(
+    out.write_sample(
         &format!("{name}/not-ready"),
         &Lane {
             start_ms: deploy.not_ready_span.0,
@@ -210,5 +210,5 @@ pub fn write_deploy(deploy: &Deploy, out: &mut Output) -> Result<()> {
             row: -1.0,
         },
     )?;
-    out.summary_of(&name, &deploy.summary)
+    out.write_summary(&name, &deploy.summary)
 }

@@ -30,7 +30,7 @@ async fn a_quick_run_measures_what_each_probe_decides() -> anyhow::Result<()> {
     let config = config();
     let out = Output::quick_run(lab_kit::slug!(), &config, run).await?;
     assert_eq!(
-        out.meta_record().map(|meta| meta.time_scale),
+        out.meta().map(|meta| meta.time_scale),
         Some(config.time_scale)
     );
     for series in ["probe-ok", "probe-failed", "not-routed", "dependency-slow"] {

@@ -18,7 +18,7 @@ async fn a_quick_run_writes_every_series_the_charts_need() -> anyhow::Result<()>
     config.server_exe = env!("CARGO_BIN_EXE_lab-shutdown-drain").into();
     let out = Output::quick_run(lab_kit::slug!(), &config, run).await?;
     assert_eq!(
-        out.meta_record().map(|meta| meta.time_scale),
+        out.meta().map(|meta| meta.time_scale),
         Some(config.time_scale)
     );
 
