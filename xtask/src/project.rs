@@ -120,12 +120,18 @@ pub struct Lab {
     /// The lab waits on timers rather than on the CPU, so the xtask may run it
     /// at the same time as the other labs that say so (`side-by-side = true`).
     pub side_by_side: bool,
-    /// It runs in the side-by-side batch of `cargo xtask book` too, and its
-    /// last parts alone (`side-by-side-until-alone = true`).
-    pub runs_in_batch: bool,
+    /// Its first parts wait and its last parts need the machine
+    /// (`side-by-side-until-alone = true`): it runs in the side-by-side batch
+    /// too, and its last parts alone.
+    pub side_by_side_until_alone: bool,
 }
 
 impl Lab {
+    /// Whether `cargo xtask book` runs it in the side-by-side batch.
+    pub fn runs_in_batch(&self) -> bool {
+        self.side_by_side || self.side_by_side_until_alone
+    }
+
     fn from_manifest(path: &Path) -> Result<Option<Lab>> {
         let text =
             fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
@@ -149,7 +155,6 @@ impl Lab {
                 info.slug
             );
         }
-        let runs_in_batch = info.runs_in_batch();
         Ok(Some(Lab {
             slug: info.slug,
             package: info.package,
@@ -157,7 +162,7 @@ impl Lab {
             dir,
             quick_budget: info.quick_budget,
             full_budget: info.full_budget,
-            runs_in_batch,
+            side_by_side_until_alone: info.side_by_side_until_alone,
             side_by_side: info.side_by_side,
         }))
     }

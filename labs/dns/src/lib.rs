@@ -130,13 +130,7 @@ pub async fn run(mode: Mode, config: &DnsConfig, out: &mut Output) -> Result<()>
         }
         waiting.write_summary(series, run)?;
     }
-    let waited = lab_kit::batch::alone().await?;
-    if waited.as_millis() >= 100 {
-        eprintln!(
-            "dns: waited {:.1}s for the other labs, to time lookups alone",
-            waited.as_secs_f64()
-        );
-    }
+    lab_kit::batch::alone(lab_kit::slug!()).await?;
     let lookups = part(out, PART_LOOKUPS, per_request::run_lookups(config)).await?;
     let pools = part(out, PART_POOL, blocking_pool::run_pools(config)).await?;
     out.append(&waiting)?;

@@ -130,12 +130,13 @@ pub fn join_from_env() -> Result<()> {
     Ok(())
 }
 
-/// Runs the rest of this lab alone: returns once no other lab of its batch
-/// runs (at once when it runs in no batch), with how long it waited. Call it
+/// Runs the rest of `lab` (its slug) alone: returns once no other lab of its
+/// batch runs (at once when it runs in no batch), with how long it waited,
+/// which a wait of a tenth of a second or more also says on stderr. Call it
 /// when the lab's other work has ended: the lab's own tasks still running
 /// would share the machine with its alone part.
 #[cfg(feature = "runtime")]
-pub async fn alone() -> Result<Duration> {
+pub async fn alone(lab: &str) -> Result<Duration> {
     let started = Instant::now();
     let waiting = || {
         WAITING
@@ -158,6 +159,12 @@ pub async fn alone() -> Result<Duration> {
     *clock = (clock.0 + waited, None);
     drop(clock);
     outcome.context("the task waiting to run alone")??;
+    if waited >= Duration::from_millis(100) {
+        eprintln!(
+            "{lab}: waited {:.1}s for the other labs of the batch, to run the rest alone",
+            waited.as_secs_f64()
+        );
+    }
     Ok(waited)
 }
 

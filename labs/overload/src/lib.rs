@@ -248,13 +248,7 @@ pub async fn run(mode: Mode, config: &OverloadConfig, out: &mut Output) -> Resul
     });
     let (shedding, breakers, placements, probes) = waiting?;
     let storm = storm?;
-    let waited = lab_kit::batch::alone().await?;
-    if waited.as_millis() >= 100 {
-        eprintln!(
-            "overload: waited {:.1}s for the other labs, to run the rest alone",
-            waited.as_secs_f64()
-        );
-    }
+    lab_kit::batch::alone(lab_kit::slug!()).await?;
     eprintln!(
         "overload: bulkheads ({} setups, side by side), then the enrichment batch ({} setups, \
          side by side)",

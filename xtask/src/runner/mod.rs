@@ -175,10 +175,10 @@ fn check_settings(project: &Project, labs: &[Lab], settings: &[String]) -> Resul
 fn batches(labs: &[Lab]) -> Vec<Vec<&Lab>> {
     let mut batches: Vec<Vec<&Lab>> = labs
         .iter()
-        .filter(|lab| !lab.runs_in_batch)
+        .filter(|lab| !lab.runs_in_batch())
         .map(|lab| vec![lab])
         .collect();
-    let together: Vec<&Lab> = labs.iter().filter(|lab| lab.runs_in_batch).collect();
+    let together: Vec<&Lab> = labs.iter().filter(|lab| lab.runs_in_batch()).collect();
     if !together.is_empty() {
         batches.push(together);
     }
@@ -426,7 +426,7 @@ mod tests {
             quick_budget: Duration::from_secs(1),
             full_budget: Duration::from_secs(2),
             side_by_side: runs_in_batch,
-            runs_in_batch,
+            side_by_side_until_alone: false,
         }
     }
 
@@ -435,6 +435,7 @@ mod tests {
         let (waiting, until_alone) = (lab("a", true), lab("b", true));
         let until_alone = Lab {
             side_by_side: false,
+            side_by_side_until_alone: true,
             ..until_alone
         };
         let batch = [&waiting, &until_alone];
