@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 
 /// What one run measures.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct BackoffConfig {
+pub struct Config {
     /// Client counts of the simulation sweep.
     pub sweep_clients: Vec<u32>,
     /// Seeded runs averaged per sweep point.
@@ -69,9 +69,9 @@ pub struct BackoffConfig {
     pub seed: u64,
 }
 
-impl BackoffConfig {
-    pub fn for_mode(mode: Mode) -> BackoffConfig {
-        BackoffConfig {
+impl Config {
+    pub fn for_mode(mode: Mode) -> Config {
+        Config {
             sweep_clients: mode.pick(
                 vec![10, 25, 50, 75, 100, 150, 200],
                 (1..=20).map(|step| step * 10).collect(),
@@ -136,7 +136,7 @@ pub struct SimSummary {
 
 /// The simulation half of the lab: the sweep, the table at `load_clients`,
 /// and one run's calls over time per strategy.
-pub fn simulation(config: &BackoffConfig, out: &mut Output) -> Result<()> {
+pub fn simulation(config: &Config, out: &mut Output) -> Result<()> {
     for strategy in Strategy::ALL {
         eprintln!(
             "backoff-jitter: simulating {} over {} client counts",
@@ -207,7 +207,7 @@ pub fn simulation(config: &BackoffConfig, out: &mut Output) -> Result<()> {
 }
 
 /// The whole lab, as records on `out`.
-pub async fn run(mode: Mode, config: &BackoffConfig, out: &mut Output) -> Result<()> {
+pub async fn run(mode: Mode, config: &Config, out: &mut Output) -> Result<()> {
     let meta = Meta::describe(lab_kit::slug!(), mode, 1.0, config)?;
     out.write_meta(meta)?;
     simulation(config, out).context("the simulation sweep")?;
@@ -255,7 +255,7 @@ pub fn millis(duration: Duration) -> f64 {
 pub fn main() -> std::process::ExitCode {
     lab_kit::cli::run_lab(
         include_str!("../Cargo.toml"),
-        crate::BackoffConfig::for_mode,
+        crate::Config::for_mode,
         |mode, config, mut out| async move { crate::run(mode, &config, &mut out).await },
     )
 }

@@ -32,7 +32,7 @@ pub use crate::{
 
 /// What one run measures.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct BlockingConfig {
+pub struct Config {
     /// Rows the report builds, sorts and renders.
     pub rows: usize,
     /// The chunked report yields after this many rows.
@@ -73,17 +73,16 @@ pub fn this_binary() -> PathBuf {
     std::env::current_exe().unwrap_or_default()
 }
 
-impl BlockingConfig {
+impl Config {
     /// The settings for a mode; `prober_exe` is the lab binary (the prober
     /// is the same binary with a hidden subcommand).
-    pub fn for_mode(mode: Mode, prober_exe: PathBuf) -> BlockingConfig {
+    pub fn for_mode(mode: Mode, prober_exe: PathBuf) -> Config {
         // Quick: about 0.2 s of report on an idle 2-core machine (twice that
         // when others compile), so seven setups fit in the quick budget. Full:
         // the Node article's size, 1.5 million rows.
         let rows = mode.pick(600_000, 1_500_000);
         let quiet_ms = mode.pick(200, 1000);
-        let mut config =
-            BlockingConfig::with_variants(rows, quiet_ms, &HandlerSetup::ALL, prober_exe);
+        let mut config = Config::with_variants(rows, quiet_ms, &HandlerSetup::ALL, prober_exe);
         config.race_rounds = mode.pick(4, 12);
         config
     }
@@ -114,8 +113,8 @@ impl BlockingConfig {
         quiet_ms: u64,
         setups: &[HandlerSetup],
         prober_exe: PathBuf,
-    ) -> BlockingConfig {
-        BlockingConfig {
+    ) -> Config {
+        Config {
             rows,
             chunk_rows: 10_000,
             probe_interval_ms: 5,
@@ -139,7 +138,7 @@ impl BlockingConfig {
 }
 
 /// The whole lab: every setup in turn, as records on `out`.
-pub async fn run(mode: Mode, config: &BlockingConfig, out: &mut Output) -> Result<()> {
+pub async fn run(mode: Mode, config: &Config, out: &mut Output) -> Result<()> {
     let meta = Meta::describe(lab_kit::slug!(), mode, 1.0, config)?;
     out.write_meta(meta)?;
     for setup in &config.setups()? {
@@ -185,7 +184,7 @@ pub fn main() -> std::process::ExitCode {
     }
     lab_kit::cli::run_lab(
         include_str!("../Cargo.toml"),
-        |mode| crate::BlockingConfig::for_mode(mode, crate::this_binary()),
+        |mode| crate::Config::for_mode(mode, crate::this_binary()),
         |mode, config, mut out| async move { crate::run(mode, &config, &mut out).await },
     )
 }

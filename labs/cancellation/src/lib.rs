@@ -3,7 +3,7 @@
 //! queries that run for nobody while a pool of SQLite connections drains.
 //!
 //! One module per experiment; everything runs on 127.0.0.1 with ports the
-//! kernel picks, on a clock compressed by `CancellationConfig::time_scale`.
+//! kernel picks, on a clock compressed by `Config::time_scale`.
 
 pub mod chain;
 pub mod counting;
@@ -27,7 +27,7 @@ use crate::{db::SlowDatabase, leave::LeaveSetup, route_timeout::RouteTimeout};
 /// What one run measures. Every `_s` field is production seconds; the lab
 /// runs them divided by `time_scale`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct CancellationConfig {
+pub struct Config {
     /// How much faster than production the lab's clock runs.
     pub time_scale: f64,
     /// Parts 1 and 2: how long the downstream call and the query each take.
@@ -77,9 +77,9 @@ pub struct CancellationConfig {
     pub chain_margin_s: f64,
 }
 
-impl CancellationConfig {
-    pub fn for_mode(mode: Mode) -> CancellationConfig {
-        CancellationConfig {
+impl Config {
+    pub fn for_mode(mode: Mode) -> Config {
+        Config {
             time_scale: mode.pick(50.0, 10.0),
             work_s: 12.0,
             leave_after_s: 2.0,
@@ -126,7 +126,7 @@ impl CancellationConfig {
 }
 
 /// The whole lab, as records on `out`.
-pub async fn run(mode: Mode, config: &CancellationConfig, out: &mut Output) -> Result<()> {
+pub async fn run(mode: Mode, config: &Config, out: &mut Output) -> Result<()> {
     let meta = Meta::describe(lab_kit::slug!(), mode, config.time_scale, config)?;
     out.write_meta(meta)?;
     let database = Arc::new(SlowDatabase::open(config.pool_size).context("opening the database")?);
@@ -182,7 +182,7 @@ pub async fn run(mode: Mode, config: &CancellationConfig, out: &mut Output) -> R
 pub fn main() -> std::process::ExitCode {
     lab_kit::cli::run_lab(
         include_str!("../Cargo.toml"),
-        crate::CancellationConfig::for_mode,
+        crate::Config::for_mode,
         |mode, config, mut out| async move { crate::run(mode, &config, &mut out).await },
     )
 }

@@ -4,7 +4,7 @@
 //! Rust client stack, measured.
 //!
 //! One module per experiment; everything runs on 127.0.0.1 with ports the
-//! kernel picks, on a clock compressed by `ClientTimeoutsConfig::time_scale`.
+//! kernel picks, on a clock compressed by `Config::time_scale`.
 
 pub mod check;
 pub mod cost;
@@ -29,7 +29,7 @@ use crate::{downstream::Behaviour, two_phase::TwoPhase};
 /// What one run measures. Every `_s` field is production seconds; the lab
 /// runs them divided by `time_scale`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct ClientTimeoutsConfig {
+pub struct Config {
     /// How much faster than production the lab's clock runs.
     pub time_scale: f64,
     pub connect_timeout_s: f64,
@@ -82,9 +82,9 @@ pub fn this_binary() -> PathBuf {
     std::env::current_exe().unwrap_or_default()
 }
 
-impl ClientTimeoutsConfig {
-    pub fn for_mode(mode: Mode) -> ClientTimeoutsConfig {
-        ClientTimeoutsConfig {
+impl Config {
+    pub fn for_mode(mode: Mode) -> Config {
+        Config {
             time_scale: mode.pick(50.0, 10.0),
             connect_timeout_s: 2.0,
             read_timeout_s: 10.0,
@@ -147,7 +147,7 @@ pub struct Timeouts {
 }
 
 /// The whole lab, as records on `out`.
-pub async fn run(mode: Mode, config: &ClientTimeoutsConfig, out: &mut Output) -> Result<()> {
+pub async fn run(mode: Mode, config: &Config, out: &mut Output) -> Result<()> {
     let meta = Meta::describe(lab_kit::slug!(), mode, config.time_scale, config)?;
     out.write_meta(meta)?;
     out.write_summary(
@@ -225,7 +225,7 @@ pub fn main() -> std::process::ExitCode {
     }
     lab_kit::cli::run_lab(
         include_str!("../Cargo.toml"),
-        crate::ClientTimeoutsConfig::for_mode,
+        crate::Config::for_mode,
         |mode, config, mut out| async move { crate::run(mode, &config, &mut out).await },
     )
 }

@@ -28,7 +28,7 @@ pub mod tls;
 
 /// What one run measures.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct ReuseConfig {
+pub struct Config {
     /// Requests sent by each setup.
     pub requests: usize,
     /// Requests in flight at once.
@@ -46,9 +46,9 @@ pub struct ReuseConfig {
     pub port_window: u32,
 }
 
-impl ReuseConfig {
-    pub fn for_mode(mode: Mode) -> ReuseConfig {
-        ReuseConfig {
+impl Config {
+    pub fn for_mode(mode: Mode) -> Config {
+        Config {
             // The Node article's experiment: 500 requests, 50 at a time.
             requests: 500,
             in_flight: 50,
@@ -250,7 +250,7 @@ pub struct InFlightPoint {
 }
 
 /// The whole lab: every setup, the sweep, TLS and ports, as records on `out`.
-pub async fn run(mode: Mode, config: &ReuseConfig, out: &mut Output) -> Result<()> {
+pub async fn run(mode: Mode, config: &Config, out: &mut Output) -> Result<()> {
     let meta = Meta::describe(lab_kit::slug!(), mode, 1.0, config)?;
     out.write_meta(meta)?;
     for setup in Setup::ALL {
@@ -336,7 +336,7 @@ fn median_of(runs: &[SetupSummary]) -> SetupSummary {
 pub fn main() -> std::process::ExitCode {
     lab_kit::cli::run_lab(
         include_str!("../Cargo.toml"),
-        crate::ReuseConfig::for_mode,
+        crate::Config::for_mode,
         |mode, config, mut out| async move { crate::run(mode, &config, &mut out).await },
     )
 }

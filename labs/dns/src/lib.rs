@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 /// What one run measures. Times are real (the lab compresses nothing but
 /// the TTLs and ages of part 5, which say so).
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct DnsConfig {
+pub struct Config {
     /// Part 1: requests per setup, one at a time.
     pub lookup_requests: usize,
     /// Part 1: the slow resolver's delay before each answer.
@@ -59,9 +59,9 @@ pub struct DnsConfig {
     pub bucket_ms: f64,
 }
 
-impl DnsConfig {
-    pub fn for_mode(mode: Mode) -> DnsConfig {
-        DnsConfig {
+impl Config {
+    pub fn for_mode(mode: Mode) -> Config {
+        Config {
             lookup_requests: mode.pick(60, 300),
             slow_resolver_ms: 20.0,
             job_ms: 100.0,
@@ -103,7 +103,7 @@ const PART_SEARCH: &str = "part 3, the lab's DNS server: search domains";
 const PART_FAMILIES: &str = "part 4, address families and Happy Eyeballs";
 
 /// The whole lab, as records on `out`.
-pub async fn run(mode: Mode, config: &DnsConfig, out: &mut Output) -> Result<()> {
+pub async fn run(mode: Mode, config: &Config, out: &mut Output) -> Result<()> {
     let meta = Meta::describe(lab_kit::slug!(), mode, 1.0, config)?;
     out.write_meta(meta)?;
     let system = families::system_localhost().await?;
@@ -148,7 +148,7 @@ pub async fn run(mode: Mode, config: &DnsConfig, out: &mut Output) -> Result<()>
 pub fn main() -> std::process::ExitCode {
     lab_kit::cli::run_lab(
         include_str!("../Cargo.toml"),
-        crate::DnsConfig::for_mode,
+        crate::Config::for_mode,
         |mode, config, mut out| async move { crate::run(mode, &config, &mut out).await },
     )
 }

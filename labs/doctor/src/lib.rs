@@ -21,7 +21,7 @@ pub mod tool;
 
 pub use crate::{
     finding::{Check, Finding, Grade},
-    lab::{DoctorConfig, run},
+    lab::{Config, run},
     options::{Options, Target},
     report::Report,
 };
@@ -39,7 +39,7 @@ pub fn main() -> std::process::ExitCode {
     }
     lab_kit::cli::run_lab(
         include_str!("../Cargo.toml"),
-        crate::DoctorConfig::for_mode,
+        crate::Config::for_mode,
         |mode, config, mut out| async move { crate::run(mode, &config, &mut out).await },
     )
 }

@@ -105,7 +105,7 @@ lab_kit::series! {
 
 /// What one run measures. Times in milliseconds, already scaled.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct HealthConfig {
+pub struct Config {
     /// Production time divided by lab time (25: 160 s ran as 6.4 s).
     pub time_scale: f64,
     pub liveness_period_ms: u64,
@@ -127,12 +127,12 @@ pub struct HealthConfig {
     pub fleet: fleet::FleetConfig,
 }
 
-impl HealthConfig {
-    pub fn for_mode(mode: Mode) -> HealthConfig {
+impl Config {
+    pub fn for_mode(mode: Mode) -> Config {
         let time_scale: u64 = mode.pick(25, 5);
         let scaled = |millis: u64| millis / time_scale;
         use production::*;
-        HealthConfig {
+        Config {
             time_scale: time_scale as f64,
             liveness_period_ms: scaled(LIVENESS.period_ms),
             liveness_timeout_ms: scaled(LIVENESS.timeout_ms),
@@ -152,7 +152,7 @@ impl HealthConfig {
 }
 
 /// The whole lab: the probes against a slow dependency, then the fleet.
-pub async fn run(mode: Mode, config: &HealthConfig, out: &mut Output) -> Result<()> {
+pub async fn run(mode: Mode, config: &Config, out: &mut Output) -> Result<()> {
     let meta = Meta::describe(lab_kit::slug!(), mode, config.time_scale, config)?;
     out.write_meta(meta)?;
     eprintln!(
@@ -190,7 +190,7 @@ pub async fn run(mode: Mode, config: &HealthConfig, out: &mut Output) -> Result<
 pub fn main() -> std::process::ExitCode {
     lab_kit::cli::run_lab(
         include_str!("../Cargo.toml"),
-        crate::HealthConfig::for_mode,
+        crate::Config::for_mode,
         |mode, config, mut out| async move { crate::run(mode, &config, &mut out).await },
     )
 }

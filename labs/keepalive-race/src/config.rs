@@ -12,7 +12,7 @@ use crate::backend::BackendKind;
 /// lab runs them divided by `time_scale`. `link_delay_ms`, the traffic rates
 /// and `traffic_s` are the lab's own clock.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct KeepaliveConfig {
+pub struct Config {
     /// Production seconds per lab second (50: a 60 s timeout runs as 1.2 s).
     pub time_scale: f64,
     /// The balancer's idle timeout (AWS ALB's default: 60 s).
@@ -44,8 +44,8 @@ const QUICK_RATES: [f64; 12] = [
     0.75, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 16.0, 32.0, 64.0, 128.0,
 ];
 
-impl KeepaliveConfig {
-    pub fn for_mode(mode: Mode) -> KeepaliveConfig {
+impl Config {
+    pub fn for_mode(mode: Mode) -> Config {
         // Why these numbers (the 502 test must pass 20 runs out of 20):
         //
         // Through the balancer, a request is lost when it leaves after the
@@ -67,7 +67,7 @@ impl KeepaliveConfig {
         // more than the scheduling hiccups of a busy 2-core machine.
         // Full mode is ten times slower than quick: every timeout five times
         // longer in lab seconds, the link delay with it, rates five times lower.
-        KeepaliveConfig {
+        Config {
             time_scale: mode.pick(50.0, 10.0),
             balancer_idle_s: 60.0,
             backend_below_idle_s: 30.0,

@@ -2,7 +2,7 @@
 //! and the 502 that follows when the backend does.
 //!
 //! Three experiments, all on 127.0.0.1, with time compressed by
-//! [`KeepaliveConfig::time_scale`] (production seconds divided by the scale
+//! [`Config::time_scale`] (production seconds divided by the scale
 //! are the lab's seconds), one module each:
 //!
 //! 1. [`who_closes_first`]: a naive client reuses a connection after a gap.
@@ -30,14 +30,14 @@ use anyhow::{Context, Result};
 use lab_kit::{Meta, Mode, Output, Series};
 
 pub use crate::{
-    config::KeepaliveConfig,
+    config::Config,
     day_and_night::{Case, day_and_night, totals},
     reqwest_race::reqwest_race,
     who_closes_first::{Reuse, reuse_after, who_closes_first},
 };
 
 /// Every experiment, as records on `out`.
-pub async fn run(mode: Mode, config: &KeepaliveConfig, out: &mut Output) -> Result<()> {
+pub async fn run(mode: Mode, config: &Config, out: &mut Output) -> Result<()> {
     let meta = Meta::describe(lab_kit::slug!(), mode, config.time_scale, config)?;
     out.write_meta(meta)?;
     eprintln!(
@@ -114,7 +114,7 @@ pub fn main() -> std::process::ExitCode {
     }
     lab_kit::cli::run_lab(
         include_str!("../Cargo.toml"),
-        crate::KeepaliveConfig::for_mode,
+        crate::Config::for_mode,
         |mode, config, mut out| async move { crate::run(mode, &config, &mut out).await },
     )
 }

@@ -4,7 +4,7 @@
 //! its outage has gone (the storm).
 //!
 //! One module per experiment; every server is real, on 127.0.0.1 with a port
-//! the kernel picks, on a clock compressed by `OverloadConfig::time_scale`.
+//! the kernel picks, on a clock compressed by `Config::time_scale`.
 
 pub mod arrivals;
 pub mod breakers;
@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 /// What one run measures. Every `_s` and `_ms` field is production time; the
 /// lab runs it divided by `time_scale`, and so multiplies every rate by it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct OverloadConfig {
+pub struct Config {
     /// How much faster than production the lab's clock runs in parts 1 to
     /// 4, and in the storm (whose request rates are the highest, so it runs
     /// closest to real time).
@@ -131,9 +131,9 @@ pub struct OverloadConfig {
     pub seed: u64,
 }
 
-impl OverloadConfig {
-    pub fn for_mode(mode: Mode) -> OverloadConfig {
-        OverloadConfig {
+impl Config {
+    pub fn for_mode(mode: Mode) -> Config {
+        Config {
             time_scale: mode.pick(4.0, 1.0),
             storm_time_scale: 1.0,
             bulkhead_rate_per_s: 20.0,
@@ -220,7 +220,7 @@ pub fn in_production(summary: LatencySummary, time_scale: f64) -> LatencySummary
 }
 
 /// The whole lab, as records on `out`.
-pub async fn run(mode: Mode, config: &OverloadConfig, out: &mut Output) -> Result<()> {
+pub async fn run(mode: Mode, config: &Config, out: &mut Output) -> Result<()> {
     let meta = Meta::describe(lab_kit::slug!(), mode, config.time_scale, config)?;
     out.write_meta(meta)?;
     // Parts 2 to 5 and 7 wait on timers at a few hundred requests a second,
@@ -288,7 +288,7 @@ type WaitingParts = (
 );
 
 /// Load shedding, then the breakers and their place beside the health probe.
-async fn waiting_parts(config: &OverloadConfig) -> Result<WaitingParts> {
+async fn waiting_parts(config: &Config) -> Result<WaitingParts> {
     let mut shedding = Output::collect();
     shedding::run_shedding(config, &mut shedding)
         .await
@@ -323,7 +323,7 @@ async fn waiting_parts(config: &OverloadConfig) -> Result<WaitingParts> {
 pub fn main() -> std::process::ExitCode {
     lab_kit::cli::run_lab(
         include_str!("../Cargo.toml"),
-        crate::OverloadConfig::for_mode,
+        crate::Config::for_mode,
         |mode, config, mut out| async move { crate::run(mode, &config, &mut out).await },
     )
 }

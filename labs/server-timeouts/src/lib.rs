@@ -4,7 +4,7 @@
 //!
 //! One experiment, [`server_defaults`]: every [`StalledClient`] against every
 //! [`ServerSetup`], all at once, on 127.0.0.1, with time compressed by
-//! [`ServerTimeoutsConfig::time_scale`]. In full mode it also watches hyper's
+//! [`Config::time_scale`]. In full mode it also watches hyper's
 //! own default, unconfigured and uncompressed ([`real_time_default`]). The
 //! servers are in [`servers`], the raw-socket clients in [`stalled_client`].
 //!
@@ -57,7 +57,7 @@ pub const HARDENED: Hardened = Hardened {
 /// What one run measures. Durations named `*_s` are production seconds; the
 /// lab runs them divided by `time_scale`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct ServerTimeoutsConfig {
+pub struct Config {
     /// Production seconds per lab second (50: a 60 s timeout runs as 1.2 s).
     pub time_scale: f64,
     /// The idle timeout of the balancer the hardened server sits behind
@@ -95,9 +95,9 @@ pub struct ServerTimeoutsConfig {
     pub fd_server_exe: PathBuf,
 }
 
-impl ServerTimeoutsConfig {
-    pub fn for_mode(mode: Mode) -> ServerTimeoutsConfig {
-        ServerTimeoutsConfig {
+impl Config {
+    pub fn for_mode(mode: Mode) -> Config {
+        Config {
             time_scale: mode.pick(50.0, 10.0),
             balancer_idle_s: HARDENED.balancer_idle_s,
             hyper_header_read_s: 30.0,
@@ -153,7 +153,7 @@ impl ServerTimeoutsConfig {
 }
 
 /// The experiment, as records on `out`.
-pub async fn run(mode: Mode, config: &ServerTimeoutsConfig, out: &mut Output) -> Result<()> {
+pub async fn run(mode: Mode, config: &Config, out: &mut Output) -> Result<()> {
     let meta = Meta::describe(lab_kit::slug!(), mode, config.time_scale, config)?;
     out.write_meta(meta)?;
     eprintln!(
@@ -198,7 +198,7 @@ pub fn main() -> std::process::ExitCode {
     }
     lab_kit::cli::run_lab(
         include_str!("../Cargo.toml"),
-        crate::ServerTimeoutsConfig::for_mode,
+        crate::Config::for_mode,
         |mode, config, mut out| async move { crate::run(mode, &config, &mut out).await },
     )
 }

@@ -45,7 +45,7 @@ pub mod production {
 
 /// What one run measures. Times in milliseconds, already scaled.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct ShutdownConfig {
+pub struct Config {
     /// Production time divided by lab time (25 means 30 s ran as 1.2 s).
     pub time_scale: f64,
     pub readiness_period_ms: u64,
@@ -84,12 +84,12 @@ pub struct ShutdownConfig {
     pub server_exe: PathBuf,
 }
 
-impl ShutdownConfig {
-    pub fn for_mode(mode: Mode) -> ShutdownConfig {
+impl Config {
+    pub fn for_mode(mode: Mode) -> Config {
         let time_scale: u64 = mode.pick(25, 5);
         let scaled = |millis: u64| millis / time_scale;
         let readiness_period_ms = scaled(production::READINESS_PERIOD_MS);
-        ShutdownConfig {
+        Config {
             time_scale: time_scale as f64,
             readiness_period_ms,
             drain_wait_ms: scaled(production::DRAIN_WAIT_MS),
@@ -279,7 +279,7 @@ mod tests {
 
     #[test]
     fn quick_mode_scales_every_production_time_by_one_factor() {
-        let config = ShutdownConfig::for_mode(Mode::Quick);
+        let config = Config::for_mode(Mode::Quick);
         let scale = config.time_scale as u64;
         assert_eq!(
             config.termination_grace_ms * scale,

@@ -32,7 +32,7 @@ pub mod timeline;
 /// path for the tests and tools that name `lab_shutdown_drain::child`.
 pub use lab_kit::child;
 
-pub use config::{ShutdownConfig, production, server_exe};
+pub use config::{Config, production, server_exe};
 pub use deploy::{DeployCase, run_deploy};
 pub use timeline::{Deploy, DeploySummary, write_deploy};
 
@@ -48,7 +48,7 @@ use crate::{
 
 /// The whole lab: every deploy as timeline samples and a summary, then the
 /// probe on the lab's own server, with and without a SIGTERM handler.
-pub async fn run(mode: Mode, config: &ShutdownConfig, out: &mut Output) -> Result<()> {
+pub async fn run(mode: Mode, config: &Config, out: &mut Output) -> Result<()> {
     let meta = Meta::describe(lab_kit::slug!(), mode, config.time_scale, config)?;
     out.write_meta(meta)?;
     ensure!(
@@ -158,7 +158,7 @@ pub struct AtSigterm {
 /// Runs the probe on the lab's own server, as a user would run it on theirs.
 pub async fn probe_own_server(
     style: ShutdownStyle,
-    config: &ShutdownConfig,
+    config: &Config,
     in_flight: &AtSigterm,
 ) -> Result<ShutdownProbeReport> {
     let scratch = tempfile::tempdir().context("creating a temp dir")?;
@@ -213,7 +213,7 @@ pub fn main() -> std::process::ExitCode {
         },
         _ => lab_kit::cli::run_lab(
             include_str!("../Cargo.toml"),
-            crate::ShutdownConfig::for_mode,
+            crate::Config::for_mode,
             |mode, config, mut out| async move { crate::run(mode, &config, &mut out).await },
         ),
     }

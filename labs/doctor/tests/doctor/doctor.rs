@@ -10,7 +10,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use lab_doctor::DoctorConfig;
+use lab_doctor::Config;
 use lab_kit::Mode;
 
 const DOCTOR: &str = env!("CARGO_BIN_EXE_doctor");
@@ -69,7 +69,7 @@ fn args(items: &[&str]) -> Vec<String> {
 
 /// The lab's arguments for one of its Rust services, as JSON.
 fn lab_args(service: &str) -> Vec<String> {
-    let config = DoctorConfig::for_mode(Mode::Quick);
+    let config = Config::for_mode(Mode::Quick);
     let port = lab_kit::net::closed_loopback_port().unwrap();
     let command = args(&[
         SERVICES,

@@ -7,7 +7,7 @@
 //! plus one period; a fast probe gets twice the quick mode's timeout and a
 //! slow query stays well above that.
 
-use lab_health_checks::{HealthConfig, LivenessCheck, run};
+use lab_health_checks::{Config, LivenessCheck, run};
 use lab_kit::{Mode, Output, Series};
 
 fn number(out: &Output, series: &str, field: &str) -> f64 {
@@ -17,8 +17,8 @@ fn number(out: &Output, series: &str, field: &str) -> f64 {
         .unwrap_or_else(|error| panic!("{error:#}"))
 }
 
-fn config() -> HealthConfig {
-    let mut config = HealthConfig::for_mode(Mode::Quick);
+fn config() -> Config {
+    let mut config = Config::for_mode(Mode::Quick);
     config.liveness_timeout_ms *= 2;
     config.readiness_timeout_ms *= 2;
     config.slow_query_ms = 3 * config.liveness_timeout_ms.max(config.readiness_timeout_ms);

@@ -5,9 +5,7 @@
 use std::time::Duration;
 
 use lab_kit::{Mode, Output, Record, Value};
-use lab_server_timeouts::{
-    Hardening, ServerSetup, ServerTimeoutsConfig, StalledClient, run, watch,
-};
+use lab_server_timeouts::{Config, Hardening, ServerSetup, StalledClient, run, watch};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_defaults_point_the_right_way() {
@@ -85,7 +83,7 @@ fn text(value: &Value) -> &str {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_quick_run_holds_what_the_chapter_says() {
-    let mut config = ServerTimeoutsConfig::for_mode(Mode::Quick);
+    let mut config = Config::for_mode(Mode::Quick);
     config.fd_server_exe = env!("CARGO_BIN_EXE_lab-server-timeouts").into();
     let mut out = Output::collect();
     run(Mode::Quick, &config, &mut out).await.unwrap();

@@ -3,7 +3,7 @@
 //! direction. (The per-deploy tests in `deploys.rs` hold the exact claims.)
 
 use lab_kit::{Mode, Output, Record, Series};
-use lab_shutdown_drain::{DeployCase, ShutdownConfig, run};
+use lab_shutdown_drain::{Config, DeployCase, run};
 
 fn number(out: &Output, series: &str, field: &str) -> f64 {
     out.summary(series)
@@ -14,7 +14,7 @@ fn number(out: &Output, series: &str, field: &str) -> f64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_quick_run_writes_every_series_the_charts_need() -> anyhow::Result<()> {
-    let mut config = ShutdownConfig::for_mode(Mode::Quick);
+    let mut config = Config::for_mode(Mode::Quick);
     config.server_exe = env!("CARGO_BIN_EXE_lab-shutdown-drain").into();
     let out = Output::quick_run(lab_kit::slug!(), &config, run).await?;
     assert_eq!(
