@@ -26,6 +26,7 @@ pub mod listener;
 pub mod lockfile;
 pub mod machine;
 pub mod manifest;
+pub mod mode;
 #[cfg(feature = "runtime")]
 pub mod net;
 #[cfg(feature = "runtime")]
@@ -45,7 +46,7 @@ pub mod stats;
 pub mod stream;
 pub mod time;
 
-pub use cli::Mode;
+pub use mode::Mode;
 
 /// Set (to anything) in a test's environment when it may take long in real
 /// time: `cargo xtask test` sets it for the tests a manifest names under

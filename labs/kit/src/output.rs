@@ -7,7 +7,7 @@ use anyhow::{Context, Result, ensure};
 use serde::Serialize;
 
 use crate::{
-    cli::Mode,
+    mode::Mode,
     record::{Meta, Point, Record, check, to_fields},
 };
 
