@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use backoff_sim::{SimConfig, Strategy, average, simulate};
-use lab_kit::{Meta, Mode, Output};
+use lab_kit::{Lab, Mode, Output};
 use serde::{Deserialize, Serialize};
 
 /// What one run measures.
@@ -69,8 +69,10 @@ pub struct Config {
     pub seed: u64,
 }
 
-impl Config {
-    pub fn for_mode(mode: Mode) -> Config {
+impl Lab for Config {
+    const MANIFEST: &str = include_str!("../Cargo.toml");
+
+    fn for_mode(mode: Mode) -> Config {
         Config {
             sweep_clients: mode.pick(
                 vec![10, 25, 50, 75, 100, 150, 200],
@@ -102,6 +104,10 @@ impl Config {
             errors_calls_per_kind: 5,
             seed: 2015,
         }
+    }
+
+    async fn run(&self, out: &mut Output) -> Result<()> {
+        run(self, out).await
     }
 }
 
@@ -207,9 +213,7 @@ pub fn simulation(config: &Config, out: &mut Output) -> Result<()> {
 }
 
 /// The whole lab, as records on `out`.
-pub async fn run(mode: Mode, config: &Config, out: &mut Output) -> Result<()> {
-    let meta = Meta::describe(lab_kit::slug!(), mode, 1.0, config)?;
-    out.write_meta(meta)?;
+async fn run(config: &Config, out: &mut Output) -> Result<()> {
     simulation(config, out).context("the simulation sweep")?;
     live::storm(config, out)
         .await
@@ -253,9 +257,5 @@ pub fn millis(duration: Duration) -> f64 {
 /// took 8 to 24 s to compile; with it here, under half a second
 /// (ARCHITECTURE.md, "Timings and build profiles").
 pub fn main() -> std::process::ExitCode {
-    lab_kit::cli::run_lab(
-        include_str!("../Cargo.toml"),
-        crate::Config::for_mode,
-        |mode, config, mut out| async move { crate::run(mode, &config, &mut out).await },
-    )
+    lab_kit::cli::run_lab::<Config>()
 }

@@ -8,7 +8,7 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use lab_kit::{Meta, Mode, Output};
+use lab_kit::{Lab, Mode, Output, lab::Subcommand};
 use lab_server_timeouts::HARDENED;
 use serde::{Deserialize, Serialize};
 
@@ -35,8 +35,16 @@ pub struct Config {
     pub max_in_flight: usize,
 }
 
-impl Config {
-    pub fn for_mode(mode: Mode) -> Config {
+impl Lab for Config {
+    const MANIFEST: &str = include_str!("../Cargo.toml");
+
+    const SUBCOMMANDS: &[Subcommand] = &[Subcommand::new(
+        "serve",
+        "one of the lab's services: serve stock-axum|hardened --port P [--scale S]",
+        crate::services::serve_main,
+    )];
+
+    fn for_mode(mode: Mode) -> Config {
         Config {
             time_scale: mode.pick(50.0, 10.0),
             // Quick: past the 10 s body timeout the chapters recommend. Full:
@@ -50,6 +58,16 @@ impl Config {
         }
     }
 
+    fn time_scale(&self) -> f64 {
+        self.time_scale
+    }
+
+    async fn run(&self, out: &mut Output) -> Result<()> {
+        run(self, out).await
+    }
+}
+
+impl Config {
     /// The doctor's options for one server: its command, on a free port.
     pub fn options(&self, command: Vec<String>, port: u16, compressed: bool) -> Options {
         let scale = if compressed { self.time_scale } else { 1.0 };
@@ -207,9 +225,7 @@ impl ComparisonRow {
     }
 }
 
-pub async fn run(mode: Mode, config: &Config, out: &mut Output) -> Result<()> {
-    let meta = Meta::describe(lab_kit::slug!(), mode, config.time_scale, config)?;
-    out.write_meta(meta)?;
+async fn run(config: &Config, out: &mut Output) -> Result<()> {
     // Beside the servers: it waits on nginx's timer, not on the CPU.
     let (comparison, servers) = tokio::join!(compare::run(), servers(config, out));
     servers?;

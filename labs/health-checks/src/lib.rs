@@ -23,7 +23,7 @@ pub mod kubelet;
 pub mod slow_dependency;
 
 use anyhow::{Context, Result};
-use lab_kit::{Meta, Mode, Output};
+use lab_kit::{Lab, Mode, Output};
 use serde::{Deserialize, Serialize};
 
 /// The production values the lab's timings are scaled down from, in ms.
@@ -127,8 +127,10 @@ pub struct Config {
     pub fleet: fleet::FleetConfig,
 }
 
-impl Config {
-    pub fn for_mode(mode: Mode) -> Config {
+impl Lab for Config {
+    const MANIFEST: &str = include_str!("../Cargo.toml");
+
+    fn for_mode(mode: Mode) -> Config {
         let time_scale: u64 = mode.pick(25, 5);
         let scaled = |millis: u64| millis / time_scale;
         use production::*;
@@ -149,12 +151,18 @@ impl Config {
             fleet: fleet::FleetConfig::default(),
         }
     }
+
+    fn time_scale(&self) -> f64 {
+        self.time_scale
+    }
+
+    async fn run(&self, out: &mut Output) -> Result<()> {
+        run(self, out).await
+    }
 }
 
 /// The whole lab: the probes against a slow dependency, then the fleet.
-pub async fn run(mode: Mode, config: &Config, out: &mut Output) -> Result<()> {
-    let meta = Meta::describe(lab_kit::slug!(), mode, config.time_scale, config)?;
-    out.write_meta(meta)?;
+async fn run(config: &Config, out: &mut Output) -> Result<()> {
     eprintln!(
         "health-checks: probing a service whose dependency is slow for {} ms of {} ms",
         config.dependency_slow_until_ms - config.dependency_slow_from_ms,
@@ -188,9 +196,5 @@ pub async fn run(mode: Mode, config: &Config, out: &mut Output) -> Result<()> {
 /// took 8 to 24 s to compile; with it here, under half a second
 /// (ARCHITECTURE.md, "Timings and build profiles").
 pub fn main() -> std::process::ExitCode {
-    lab_kit::cli::run_lab(
-        include_str!("../Cargo.toml"),
-        crate::Config::for_mode,
-        |mode, config, mut out| async move { crate::run(mode, &config, &mut out).await },
-    )
+    lab_kit::cli::run_lab::<Config>()
 }

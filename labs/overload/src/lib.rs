@@ -21,7 +21,7 @@ pub mod storm;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use lab_kit::{Meta, Mode, Output, stats::LatencySummary};
+use lab_kit::{Lab, Mode, Output, stats::LatencySummary};
 use serde::{Deserialize, Serialize};
 
 /// What one run measures. Every `_s` and `_ms` field is production time; the
@@ -131,8 +131,10 @@ pub struct Config {
     pub seed: u64,
 }
 
-impl Config {
-    pub fn for_mode(mode: Mode) -> Config {
+impl Lab for Config {
+    const MANIFEST: &str = include_str!("../Cargo.toml");
+
+    fn for_mode(mode: Mode) -> Config {
         Config {
             time_scale: mode.pick(4.0, 1.0),
             storm_time_scale: 1.0,
@@ -197,6 +199,16 @@ impl Config {
         }
     }
 
+    fn time_scale(&self) -> f64 {
+        self.time_scale
+    }
+
+    async fn run(&self, out: &mut Output) -> Result<()> {
+        run(self, out).await
+    }
+}
+
+impl Config {
     /// Part 2's server: requests a second its workers finish, in production time.
     pub fn shedding_capacity_per_s(&self) -> f64 {
         self.shedding_workers as f64 / (self.shedding_service_ms / 1000.0)
@@ -220,9 +232,7 @@ pub fn in_production(summary: LatencySummary, time_scale: f64) -> LatencySummary
 }
 
 /// The whole lab, as records on `out`.
-pub async fn run(mode: Mode, config: &Config, out: &mut Output) -> Result<()> {
-    let meta = Meta::describe(lab_kit::slug!(), mode, config.time_scale, config)?;
-    out.write_meta(meta)?;
+async fn run(config: &Config, out: &mut Output) -> Result<()> {
     // Parts 2 to 5 and 7 wait on timers at a few hundred requests a second,
     // so they run first, and beside the other labs when `cargo xtask book`
     // runs this one in its batch (`lab_kit::batch`). Parts 1 and 6 then run
@@ -321,9 +331,5 @@ async fn waiting_parts(config: &Config) -> Result<WaitingParts> {
 /// took 8 to 24 s to compile; with it here, under half a second
 /// (ARCHITECTURE.md, "Timings and build profiles").
 pub fn main() -> std::process::ExitCode {
-    lab_kit::cli::run_lab(
-        include_str!("../Cargo.toml"),
-        crate::Config::for_mode,
-        |mode, config, mut out| async move { crate::run(mode, &config, &mut out).await },
-    )
+    lab_kit::cli::run_lab::<Config>()
 }

@@ -23,7 +23,7 @@ pub mod stalled_client;
 use std::{path::PathBuf, time::Duration};
 
 use anyhow::{Context, Result};
-use lab_kit::{Meta, Mode, Output, Series};
+use lab_kit::{Lab, Mode, Output, Series, lab::Subcommand};
 use serde::{Deserialize, Serialize};
 
 pub use crate::{
@@ -95,8 +95,16 @@ pub struct Config {
     pub fd_server_exe: PathBuf,
 }
 
-impl Config {
-    pub fn for_mode(mode: Mode) -> Config {
+impl Lab for Config {
+    const MANIFEST: &str = include_str!("../Cargo.toml");
+
+    const SUBCOMMANDS: &[Subcommand] = &[Subcommand::new(
+        crate::fd_server::SUBCOMMAND,
+        "a server the descriptors part starts, out of file descriptors",
+        crate::fd_server::fd_server_main,
+    )];
+
+    fn for_mode(mode: Mode) -> Config {
         Config {
             time_scale: mode.pick(50.0, 10.0),
             balancer_idle_s: HARDENED.balancer_idle_s,
@@ -114,6 +122,16 @@ impl Config {
         }
     }
 
+    fn time_scale(&self) -> f64 {
+        self.time_scale
+    }
+
+    async fn run(&self, out: &mut Output) -> Result<()> {
+        run(self, out).await
+    }
+}
+
+impl Config {
     /// A production duration on the lab's clock.
     pub fn lab(&self, production_s: f64) -> Duration {
         Duration::from_secs_f64(production_s / self.time_scale)
@@ -153,9 +171,7 @@ impl Config {
 }
 
 /// The experiment, as records on `out`.
-pub async fn run(mode: Mode, config: &Config, out: &mut Output) -> Result<()> {
-    let meta = Meta::describe(lab_kit::slug!(), mode, config.time_scale, config)?;
-    out.write_meta(meta)?;
+async fn run(config: &Config, out: &mut Output) -> Result<()> {
     eprintln!(
         "server-timeouts: time compressed {}x (a 60 s timeout runs as {:?}); watching each \
          connection for {} s of production time",
@@ -192,13 +208,5 @@ pub async fn run(mode: Mode, config: &Config, out: &mut Output) -> Result<()> {
 /// took 8 to 24 s to compile; with it here, under half a second
 /// (ARCHITECTURE.md, "Timings and build profiles").
 pub fn main() -> std::process::ExitCode {
-    let arguments: Vec<String> = std::env::args().skip(1).collect();
-    if arguments.first().map(String::as_str) == Some(crate::fd_server::SUBCOMMAND) {
-        return crate::fd_server::fd_server_main(&arguments[1..]);
-    }
-    lab_kit::cli::run_lab(
-        include_str!("../Cargo.toml"),
-        crate::Config::for_mode,
-        |mode, config, mut out| async move { crate::run(mode, &config, &mut out).await },
-    )
+    lab_kit::cli::run_lab::<Config>()
 }

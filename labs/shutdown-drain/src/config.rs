@@ -6,7 +6,8 @@ use std::{
     time::Duration,
 };
 
-use lab_kit::Mode;
+use anyhow::Result;
+use lab_kit::{Lab, Mode, Output, lab::Subcommand};
 use serde::{Deserialize, Serialize};
 
 use crate::balancer::ReadinessBalancerConfig;
@@ -84,8 +85,12 @@ pub struct Config {
     pub server_exe: PathBuf,
 }
 
-impl Config {
-    pub fn for_mode(mode: Mode) -> Config {
+impl Lab for Config {
+    const MANIFEST: &str = include_str!("../Cargo.toml");
+
+    const SUBCOMMANDS: &[Subcommand] = crate::SUBCOMMANDS;
+
+    fn for_mode(mode: Mode) -> Config {
         let time_scale: u64 = mode.pick(25, 5);
         let scaled = |millis: u64| millis / time_scale;
         let readiness_period_ms = scaled(production::READINESS_PERIOD_MS);
@@ -122,6 +127,16 @@ impl Config {
         }
     }
 
+    fn time_scale(&self) -> f64 {
+        self.time_scale
+    }
+
+    async fn run(&self, out: &mut Output) -> Result<()> {
+        crate::run(self, out).await
+    }
+}
+
+impl Config {
     /// How the balancer in front of the server polls readiness.
     pub fn balancer(&self) -> ReadinessBalancerConfig {
         ReadinessBalancerConfig {

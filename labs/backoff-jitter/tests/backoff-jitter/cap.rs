@@ -8,7 +8,7 @@
 //! most 60 % (37 to 40 in every run seen, quiet or busy).
 
 use lab_backoff_jitter::{Config, cap};
-use lab_kit::{Mode, Output};
+use lab_kit::{Lab, Mode, Output};
 
 use crate::number;
 

@@ -7,7 +7,7 @@
 //! bounds get slack and the lower bounds none.
 
 use lab_backoff_jitter::{Config, deadline};
-use lab_kit::{Mode, Output};
+use lab_kit::{Lab, Mode, Output};
 
 use crate::number;
 

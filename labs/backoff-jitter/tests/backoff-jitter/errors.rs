@@ -6,7 +6,7 @@
 //! cached). Counts, not timings: nothing here depends on the machine's speed.
 
 use lab_backoff_jitter::{Config, errors};
-use lab_kit::{Mode, Output};
+use lab_kit::{Lab, Mode, Output};
 
 use crate::number;
 

@@ -2,8 +2,8 @@
 //! deterministic and keeps the published ordering, the live scenarios and the
 //! chain show their mechanisms, and the library table is filled from the run.
 
-use lab_backoff_jitter::{Config, run, simulation};
-use lab_kit::{Mode, Output, record::Point};
+use lab_backoff_jitter::{Config, simulation};
+use lab_kit::{Lab, Mode, Output, record::Point};
 
 fn number(point: &Point, field: &str) -> f64 {
     point
@@ -24,7 +24,7 @@ fn the_simulation_half_is_deterministic() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn quick_run_shows_every_mechanism() -> anyhow::Result<()> {
     let config = Config::for_mode(Mode::Quick);
-    let out = Output::quick_run(lab_kit::slug!(), &config, run).await?;
+    let out = lab_kit::lab::quick_run(&config).await?;
     let summary = |series: &str| {
         out.summary(series)
             .unwrap_or_else(|| panic!("no summary for {series}"))

@@ -8,7 +8,7 @@ use lab_cancellation::{
     Config,
     chain::{ChainVariant, chain_case},
 };
-use lab_kit::Mode;
+use lab_kit::{Lab, Mode};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_propagated_deadline_stops_the_backend_by_the_edge_deadline() {

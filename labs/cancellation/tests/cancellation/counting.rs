@@ -5,7 +5,7 @@
 //! errors alone as its 5xx.
 
 use lab_cancellation::{Config, counting::run_counting};
-use lab_kit::Mode;
+use lab_kit::{Lab, Mode};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_abort_is_a_499_not_a_500_and_not_a_missing_line() {

@@ -11,7 +11,7 @@ use lab_cancellation::{
     db::SlowDatabase,
     leave::{LeaveSetup, LeaveVariant, leave_case},
 };
-use lab_kit::Mode;
+use lab_kit::{Lab, Mode};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn work_stops_when_the_client_leaves_only_where_the_request_owns_it() {

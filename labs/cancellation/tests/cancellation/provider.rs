@@ -5,7 +5,7 @@
 //! requests pile up at the provider.
 
 use lab_cancellation::{Config, provider::run_provider};
-use lab_kit::Mode;
+use lab_kit::{Lab, Mode};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dropping_the_request_keeps_the_provider_within_the_bulkhead() {

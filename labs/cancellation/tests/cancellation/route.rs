@@ -10,7 +10,7 @@ use lab_cancellation::{
     db::SlowDatabase,
     route_timeout::{RouteTimeout, route_case},
 };
-use lab_kit::Mode;
+use lab_kit::{Lab, Mode};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_route_timeout_answers_once_and_stops_only_what_it_owns() {

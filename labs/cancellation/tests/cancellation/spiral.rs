@@ -9,7 +9,7 @@ use lab_cancellation::{
     db::SlowDatabase,
     spiral::{SpiralVariant, spiral_variant},
 };
-use lab_kit::Mode;
+use lab_kit::{Lab, Mode};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn propagated_cancellation_beats_a_long_query_timeout() {

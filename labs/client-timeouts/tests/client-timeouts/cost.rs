@@ -6,7 +6,7 @@
 //! sockets late, never the other way round.
 
 use lab_client_timeouts::{Config, cost};
-use lab_kit::{Mode, Output};
+use lab_kit::{Lab, Mode, Output};
 
 fn number(out: &Output, series: &str, field: &str) -> f64 {
     out.summary(series)

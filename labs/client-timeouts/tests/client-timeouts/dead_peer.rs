@@ -6,7 +6,7 @@ use lab_client_timeouts::{
     Config,
     dead_peer::{Watcher, watch_one},
 };
-use lab_kit::Mode;
+use lab_kit::{Lab, Mode};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_a_ping_or_the_pool_drops_a_frozen_peer() {

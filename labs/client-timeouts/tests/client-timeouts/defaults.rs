@@ -2,7 +2,7 @@
 //! Cargo.lock: if an upgrade changes one, this fails and the page must change.
 
 use lab_client_timeouts::{Config, defaults::run_defaults};
-use lab_kit::{Mode, Output, Value, record::Point};
+use lab_kit::{Lab, Mode, Output, Value, record::Point};
 
 fn field<'a>(point: &'a Point, name: &str) -> &'a Value {
     point

@@ -14,7 +14,7 @@ use lab_client_timeouts::{
     proxy,
     reuse::{Policy, check},
 };
-use lab_kit::Mode;
+use lab_kit::{Lab, Mode};
 
 fn config() -> Config {
     Config::for_mode(Mode::Quick)

@@ -8,7 +8,7 @@
 mod units;
 
 use lab_dns::{Config, blocking_pool, families, old_address, per_request, server_lookups};
-use lab_kit::Mode;
+use lab_kit::{Lab, Mode};
 
 fn config() -> Config {
     Config::for_mode(Mode::Quick)

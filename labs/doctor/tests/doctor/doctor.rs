@@ -11,7 +11,7 @@ use std::{
 };
 
 use lab_doctor::Config;
-use lab_kit::Mode;
+use lab_kit::{Lab, Mode};
 
 const DOCTOR: &str = env!("CARGO_BIN_EXE_doctor");
 const SERVICES: &str = env!("CARGO_BIN_EXE_lab-doctor");

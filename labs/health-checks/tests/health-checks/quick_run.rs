@@ -7,8 +7,8 @@
 //! plus one period; a fast probe gets twice the quick mode's timeout and a
 //! slow query stays well above that.
 
-use lab_health_checks::{Config, LivenessCheck, run};
-use lab_kit::{Mode, Output, Series};
+use lab_health_checks::{Config, LivenessCheck};
+use lab_kit::{Lab, Mode, Output, Series};
 
 fn number(out: &Output, series: &str, field: &str) -> f64 {
     out.summary(series)
@@ -28,7 +28,7 @@ fn config() -> Config {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_quick_run_measures_what_each_probe_decides() -> anyhow::Result<()> {
     let config = config();
-    let out = Output::quick_run(lab_kit::slug!(), &config, run).await?;
+    let out = lab_kit::lab::quick_run(&config).await?;
     assert_eq!(
         out.meta().map(|meta| meta.time_scale),
         Some(config.time_scale)

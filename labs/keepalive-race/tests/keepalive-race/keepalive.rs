@@ -13,7 +13,7 @@ use lab_keepalive_race::{
     probe::{IdleProbeConfig, probe},
     reuse_after, totals,
 };
-use lab_kit::{Mode, net::closed_loopback_port};
+use lab_kit::{Lab, Mode, net::closed_loopback_port};
 use tokio::{io::AsyncWriteExt, net::TcpListener};
 
 const BIN: &str = env!("CARGO_BIN_EXE_lab-keepalive-race");

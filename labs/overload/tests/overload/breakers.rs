@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use failsafe::{backoff, failure_policy};
-use lab_kit::{Mode, concurrently::result_of};
+use lab_kit::{Lab, Mode, concurrently::result_of};
 use lab_overload::{
     Config,
     breakers::{BreakerSetup, run_breakers},

@@ -2,7 +2,7 @@
 //! users do not notice the flaky one hanging; with one shared pool they wait
 //! behind its hung calls.
 
-use lab_kit::{Mode, concurrently::result_of};
+use lab_kit::{Lab, Mode, concurrently::result_of};
 use lab_overload::Config;
 use lab_overload::bulkhead::{Bulkhead, run_bulkheads};
 

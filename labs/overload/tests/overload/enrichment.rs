@@ -3,7 +3,7 @@
 //! machine delays the retries and the bucket's refills, which moves counts
 //! by a few items, never by tens.
 
-use lab_kit::{Mode, concurrently::result_of};
+use lab_kit::{Lab, Mode, concurrently::result_of};
 use lab_overload::{
     Config,
     enrichment::{Enrichment, EnrichmentOutcome, run_enrichment},

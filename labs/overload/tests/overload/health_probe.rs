@@ -5,7 +5,7 @@
 //! a fifth of a second against one. The margins are factors of two or one and a
 //! half on that arithmetic, or a few calls.
 
-use lab_kit::{Mode, concurrently::result_of};
+use lab_kit::{Lab, Mode, concurrently::result_of};
 use lab_overload::{
     Config,
     health_probe::{ProbeCase, ProbeOutcome, run_probes},

@@ -4,7 +4,7 @@
 //! safer still; the inside breaker needs only ten failed attempts in one
 //! blip, where each blip brings about twenty.
 
-use lab_kit::{Mode, concurrently::result_of};
+use lab_kit::{Lab, Mode, concurrently::result_of};
 use lab_overload::{
     Config,
     placement::{PlacementCase, run_placements},

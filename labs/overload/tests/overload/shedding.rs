@@ -2,7 +2,7 @@
 //! it cannot start keeps its goodput near capacity; one that queues
 //! everything spends its workers on requests whose clients have left.
 
-use lab_kit::{Mode, Output};
+use lab_kit::{Lab, Mode, Output};
 use lab_overload::{Config, shedding::run_shedding};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -2,7 +2,7 @@
 //! that retry at once (with or without jitter) keep it overloaded to the end
 //! of the run; a retry budget, a breaker or a dependency that sheds recover.
 
-use lab_kit::{Mode, Output};
+use lab_kit::{Lab, Mode, Output};
 use lab_overload::{Config, storm::run_storm};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -4,7 +4,7 @@
 //! first and the handler gets head and body together. Where nginx is not
 //! installed the direct path alone is checked, with one line saying so.
 
-use lab_kit::Mode;
+use lab_kit::{Lab, Mode};
 use lab_server_timeouts::{
     Config,
     buffering::{BodyPath, HeldHandler, buffering},

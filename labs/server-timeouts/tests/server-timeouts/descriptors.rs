@@ -5,7 +5,7 @@
 //! serves the probe while they still hold on. Neither spins the CPU or
 //! writes a line.
 
-use lab_kit::Mode;
+use lab_kit::{Lab, Mode};
 use lab_server_timeouts::{
     Config,
     descriptors::{DescriptorExhaustion, descriptors},

@@ -5,7 +5,7 @@
 //! alike, and the orchestrator's SIGKILL ends it with the reports lost.
 //! Margins: a busy machine makes the server later, never earlier.
 
-use lab_kit::Mode;
+use lab_kit::{Lab, Mode};
 use lab_shutdown_drain::{
     AtSigterm, Config, child::pid_exists, probe_own_server, server::ShutdownStyle,
 };

@@ -6,8 +6,8 @@
 //! values do), so a poll that a busy 2-core machine runs late cannot fail a
 //! test. The deploys run one at a time, so they do not compete for the CPU.
 
-use lab_kit::Mode;
 use lab_kit::Series;
+use lab_kit::{Lab, Mode};
 use lab_shutdown_drain::{Config, DeployCase, child::pid_exists, run_deploy};
 
 /// An async mutex: each test has its own runtime, and the guard is held

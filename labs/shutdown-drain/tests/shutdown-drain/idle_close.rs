@@ -7,7 +7,7 @@
 //! still sees the 503 long before the server closes; and the deploys of
 //! `deploys.rs` do not run at the same time (the same lock).
 
-use lab_kit::{Mode, Series};
+use lab_kit::{Lab, Mode, Series};
 use lab_shutdown_drain::{
     Config,
     idle_close::{BeforeClose, IdleCloseSummary, idle_close_race},

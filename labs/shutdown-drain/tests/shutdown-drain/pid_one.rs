@@ -2,7 +2,7 @@
 //! signals. Where the kernel refuses a PID namespace, the lab skips those
 //! starts, and the test asserts that it did.
 
-use lab_kit::{Mode, Series};
+use lab_kit::{Lab, Mode, Series};
 use lab_shutdown_drain::{
     Config,
     pid_one::{PidOneSummary, Start, namespaces_allowed, pid_one},

@@ -8,7 +8,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use lab_kit::{Mode, net::closed_loopback_port};
+use lab_kit::{Lab, Mode, net::closed_loopback_port};
 use lab_shutdown_drain::{Config, DeployCase, child::pid_exists, run_deploy};
 use serde_json::Value;
 
