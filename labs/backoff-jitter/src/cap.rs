@@ -12,7 +12,7 @@ use lab_kit::Output;
 use serde::Serialize;
 
 use crate::{
-    BackoffConfig,
+    Config,
     flaky::{FlakyConfig, RetryAfterForm},
     live::{bucket_arrivals, run_scenario},
     policy::RetryPolicy,
@@ -28,7 +28,7 @@ pub const STRATEGIES: [(Strategy, &str); 3] = [
 /// The policy of one strategy: the live policy's base and cap, more
 /// attempts and a longer deadline so the outage is met at the cap; the fixed
 /// delay waits the cap every time.
-pub fn policy(config: &BackoffConfig, strategy: Strategy) -> RetryPolicy {
+pub fn policy(config: &Config, strategy: Strategy) -> RetryPolicy {
     let base = match strategy {
         Strategy::Constant => config.cap_ms,
         _ => config.base_ms,
@@ -96,7 +96,7 @@ pub struct CapBucket {
 }
 
 /// Runs the three strategies side by side, each with its own dependency.
-pub async fn run(config: &BackoffConfig, out: &mut Output) -> Result<()> {
+pub async fn run(config: &Config, out: &mut Output) -> Result<()> {
     let flaky = FlakyConfig {
         outage: Duration::from_millis(config.cap_outage_ms),
         retry_after: RetryAfterForm::Absent,

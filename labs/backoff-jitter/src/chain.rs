@@ -14,7 +14,7 @@ use seeded_rng::SplitMix64;
 use serde::Serialize;
 
 use crate::{
-    BackoffConfig,
+    Config,
     flaky::{self, FlakyConfig, Recorder},
     live::client,
     policy::{AttemptOutcome, RetryPolicy, send_with_retries},
@@ -155,7 +155,7 @@ pub async fn measure(services: u32, attempts: u32, retry_at: RetryAt) -> Result<
 
 /// Chains of 0 to `chain_depth - 1` services, retries at every layer and at the edge only.
 /// Ends with one summary of the deepest chain.
-pub async fn amplification(config: &BackoffConfig, out: &mut Output) -> Result<()> {
+pub async fn amplification(config: &Config, out: &mut Output) -> Result<()> {
     let mut deepest = Vec::new();
     for retry_at in [RetryAt::EveryLayer, RetryAt::EdgeOnly] {
         let mut last = None;

@@ -13,7 +13,7 @@ use lab_kit::{Output, stats::Latencies};
 use serde::Serialize;
 
 use crate::{
-    BackoffConfig,
+    Config,
     flaky::{FlakyConfig, RetryAfterForm},
     live::run_scenario,
     policy::{Ending, RetryPolicy},
@@ -74,7 +74,7 @@ pub fn series(outage: Outage, bound: Bound) -> String {
 }
 
 /// The policy a bound gives, from the lab's config.
-pub fn policy(config: &BackoffConfig, bound: Bound) -> RetryPolicy {
+pub fn policy(config: &Config, bound: Bound) -> RetryPolicy {
     RetryPolicy {
         max_attempts: config.max_attempts,
         per_attempt_timeout: Duration::from_millis(config.deadline_per_attempt_ms),
@@ -115,7 +115,7 @@ pub struct DeadlineSummary {
 
 /// Every outage against every bound, all at once (each pair has its own
 /// server and callers); one summary per pair.
-pub async fn run(config: &BackoffConfig, out: &mut Output) -> Result<()> {
+pub async fn run(config: &Config, out: &mut Output) -> Result<()> {
     let pairs: Vec<(Outage, Bound)> = Outage::ALL
         .into_iter()
         .flat_map(|outage| Bound::ALL.into_iter().map(move |bound| (outage, bound)))

@@ -29,7 +29,7 @@ use serde::Serialize;
 use tokio::io::AsyncReadExt;
 
 use crate::{
-    BackoffConfig,
+    Config,
     flaky::{self, FlakyConfig, Recorder},
     policy::{AttemptOutcome, RetryPolicy, send_with_retries},
 };
@@ -53,7 +53,7 @@ pub struct ErrorSummary {
     pub reached_per_call: f64,
 }
 
-fn policy(config: &BackoffConfig) -> RetryPolicy {
+fn policy(config: &Config) -> RetryPolicy {
     RetryPolicy {
         max_attempts: config.max_attempts,
         per_attempt_timeout: Duration::from_millis(config.deadline_per_attempt_ms),
@@ -87,7 +87,7 @@ async fn resetting_server(count: Arc<AtomicUsize>) -> Result<(SocketAddr, AbortO
 }
 
 /// Every kind, `calls_per_kind` calls each, one kind at a time.
-pub async fn run(config: &BackoffConfig, out: &mut Output) -> Result<()> {
+pub async fn run(config: &Config, out: &mut Output) -> Result<()> {
     let recorder = Recorder::new(FlakyConfig {
         slow_for: Duration::from_secs(30),
         ..FlakyConfig::default()

@@ -19,12 +19,12 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use backoff_sim::{SimConfig, Strategy, average, simulate};
-use lab_kit::{Meta, Mode, Output};
+use lab_kit::{Lab, Mode, Output};
 use serde::{Deserialize, Serialize};
 
 /// What one run measures.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct BackoffConfig {
+pub struct Config {
     /// Client counts of the simulation sweep.
     pub sweep_clients: Vec<u32>,
     /// Seeded runs averaged per sweep point.
@@ -69,9 +69,11 @@ pub struct BackoffConfig {
     pub seed: u64,
 }
 
-impl BackoffConfig {
-    pub fn for_mode(mode: Mode) -> BackoffConfig {
-        BackoffConfig {
+impl Lab for Config {
+    const MANIFEST: &str = include_str!("../Cargo.toml");
+
+    fn for_mode(mode: Mode) -> Config {
+        Config {
             sweep_clients: mode.pick(
                 vec![10, 25, 50, 75, 100, 150, 200],
                 (1..=20).map(|step| step * 10).collect(),
@@ -102,6 +104,10 @@ impl BackoffConfig {
             errors_calls_per_kind: 5,
             seed: 2015,
         }
+    }
+
+    async fn run(&self, out: &mut Output) -> Result<()> {
+        run(self, out).await
     }
 }
 
@@ -136,7 +142,7 @@ pub struct SimSummary {
 
 /// The simulation half of the lab: the sweep, the table at `load_clients`,
 /// and one run's calls over time per strategy.
-pub fn simulation(config: &BackoffConfig, out: &mut Output) -> Result<()> {
+pub fn simulation(config: &Config, out: &mut Output) -> Result<()> {
     for strategy in Strategy::ALL {
         eprintln!(
             "backoff-jitter: simulating {} over {} client counts",
@@ -207,9 +213,7 @@ pub fn simulation(config: &BackoffConfig, out: &mut Output) -> Result<()> {
 }
 
 /// The whole lab, as records on `out`.
-pub async fn run(mode: Mode, config: &BackoffConfig, out: &mut Output) -> Result<()> {
-    let meta = Meta::describe(lab_kit::slug!(), mode, 1.0, config)?;
-    out.write_meta(meta)?;
+async fn run(config: &Config, out: &mut Output) -> Result<()> {
     simulation(config, out).context("the simulation sweep")?;
     live::storm(config, out)
         .await
@@ -253,9 +257,5 @@ pub fn millis(duration: Duration) -> f64 {
 /// took 8 to 24 s to compile; with it here, under half a second
 /// (ARCHITECTURE.md, "Timings and build profiles").
 pub fn main() -> std::process::ExitCode {
-    lab_kit::cli::run_lab(
-        include_str!("../Cargo.toml"),
-        crate::BackoffConfig::for_mode,
-        |mode, config, mut out| async move { crate::run(mode, &config, &mut out).await },
-    )
+    lab_kit::cli::run_lab::<Config>()
 }

@@ -15,7 +15,7 @@ use seeded_rng::SplitMix64;
 use serde::Serialize;
 
 use crate::{
-    BackoffConfig,
+    Config,
     flaky::{self, FlakyConfig, Recorder, RetryAfterForm},
     live::client,
     policy::{RetryPolicy, retry_after_of, send_with_retries},
@@ -214,7 +214,7 @@ async fn measure(library: Library, callers: usize) -> Result<LibrarySummary> {
 }
 
 /// Every library, measured side by side (concurrently: each has its own server).
-pub async fn compare(config: &BackoffConfig, out: &mut Output) -> Result<()> {
+pub async fn compare(config: &Config, out: &mut Output) -> Result<()> {
     eprintln!(
         "backoff-jitter: retry libraries, {} callers each",
         config.library_clients

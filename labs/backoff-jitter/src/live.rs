@@ -12,7 +12,7 @@ use seeded_rng::SplitMix64;
 use serde::Serialize;
 
 use crate::{
-    BackoffConfig,
+    Config,
     flaky::{self, Arrival, FlakyConfig, Recorder, RetryAfterForm},
     policy::{CallReport, Ending, RetryBudget, RetryPolicy, send_with_retries},
 };
@@ -73,7 +73,7 @@ pub const SCENARIOS: [Scenario; 5] = [
 ];
 
 /// The retry policy of a scenario, from the lab's config.
-pub fn policy_for(config: &BackoffConfig, scenario: &Scenario) -> RetryPolicy {
+pub fn policy_for(config: &Config, scenario: &Scenario) -> RetryPolicy {
     RetryPolicy {
         max_attempts: config.max_attempts,
         per_attempt_timeout: Duration::from_millis(config.per_attempt_timeout_ms),
@@ -203,7 +203,7 @@ pub fn bucket_arrivals(arrivals: &[Arrival], bucket_ms: u64) -> Vec<u64> {
 }
 
 /// Every scenario of the chart: samples of arrivals over time, a summary each.
-pub async fn storm(config: &BackoffConfig, out: &mut Output) -> Result<()> {
+pub async fn storm(config: &Config, out: &mut Output) -> Result<()> {
     for scenario in SCENARIOS {
         eprintln!(
             "backoff-jitter: live, {} callers, {}",

@@ -23,7 +23,7 @@ pub mod summary;
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
-use lab_kit::{Meta, Mode, Output, Series};
+use lab_kit::{Lab, Mode, Output, Series, lab::Subcommand};
 use serde::{Deserialize, Serialize};
 
 pub use crate::{
@@ -32,7 +32,7 @@ pub use crate::{
 
 /// What one run measures.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct BlockingConfig {
+pub struct Config {
     /// Rows the report builds, sorts and renders.
     pub rows: usize,
     /// The chunked report yields after this many rows.
@@ -73,21 +73,40 @@ pub fn this_binary() -> PathBuf {
     std::env::current_exe().unwrap_or_default()
 }
 
-impl BlockingConfig {
-    /// The settings for a mode; `prober_exe` is the lab binary (the prober
-    /// is the same binary with a hidden subcommand).
-    pub fn for_mode(mode: Mode, prober_exe: PathBuf) -> BlockingConfig {
+impl Lab for Config {
+    const MANIFEST: &str = include_str!("../Cargo.toml");
+    const SUBCOMMANDS: &[Subcommand] = &[
+        Subcommand::new(
+            prober::SUBCOMMAND,
+            "the prober the lab starts",
+            prober::prober_main,
+        ),
+        Subcommand::new(
+            report_server::SUBCOMMAND,
+            "a report server the lab starts",
+            report_server::report_server_main,
+        ),
+    ];
+
+    /// The settings for a mode; `prober_exe` is this binary (the prober is
+    /// the same binary with a hidden subcommand).
+    fn for_mode(mode: Mode) -> Config {
         // Quick: about 0.2 s of report on an idle 2-core machine (twice that
         // when others compile), so seven setups fit in the quick budget. Full:
         // the Node article's size, 1.5 million rows.
         let rows = mode.pick(600_000, 1_500_000);
         let quiet_ms = mode.pick(200, 1000);
-        let mut config =
-            BlockingConfig::with_variants(rows, quiet_ms, &HandlerSetup::ALL, prober_exe);
+        let mut config = Config::with_variants(rows, quiet_ms, &HandlerSetup::ALL, this_binary());
         config.race_rounds = mode.pick(4, 12);
         config
     }
 
+    async fn run(&self, out: &mut Output) -> Result<()> {
+        run(self, out).await
+    }
+}
+
+impl Config {
     /// The setups `setup_names` names, in that order.
     pub fn setups(&self) -> Result<Vec<HandlerSetup>> {
         self.setup_names
@@ -114,8 +133,8 @@ impl BlockingConfig {
         quiet_ms: u64,
         setups: &[HandlerSetup],
         prober_exe: PathBuf,
-    ) -> BlockingConfig {
-        BlockingConfig {
+    ) -> Config {
+        Config {
             rows,
             chunk_rows: 10_000,
             probe_interval_ms: 5,
@@ -139,9 +158,7 @@ impl BlockingConfig {
 }
 
 /// The whole lab: every setup in turn, as records on `out`.
-pub async fn run(mode: Mode, config: &BlockingConfig, out: &mut Output) -> Result<()> {
-    let meta = Meta::describe(lab_kit::slug!(), mode, 1.0, config)?;
-    out.write_meta(meta)?;
+async fn run(config: &Config, out: &mut Output) -> Result<()> {
     for setup in &config.setups()? {
         eprintln!(
             "blocking-lag: {} ({}, {} x {} report)",
@@ -173,19 +190,5 @@ pub async fn run(mode: Mode, config: &BlockingConfig, out: &mut Output) -> Resul
 /// took 8 to 24 s to compile; with it here, under half a second
 /// (ARCHITECTURE.md, "Timings and build profiles").
 pub fn main() -> std::process::ExitCode {
-    use crate::{prober, report_server};
-
-    let args: Vec<String> = std::env::args().collect();
-    match args.get(1).map(String::as_str) {
-        Some(prober::SUBCOMMAND) => return prober::prober_main(&args[2..]),
-        Some(report_server::SUBCOMMAND) => {
-            return report_server::report_server_main(&args[2..]);
-        }
-        _ => {}
-    }
-    lab_kit::cli::run_lab(
-        include_str!("../Cargo.toml"),
-        |mode| crate::BlockingConfig::for_mode(mode, crate::this_binary()),
-        |mode, config, mut out| async move { crate::run(mode, &config, &mut out).await },
-    )
+    lab_kit::cli::run_lab::<Config>()
 }

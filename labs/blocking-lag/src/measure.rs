@@ -7,7 +7,7 @@ use anyhow::{Context, Result, ensure};
 use lab_kit::clock::monotonic_ms;
 
 use crate::{
-    BlockingConfig,
+    Config,
     prober::{ProberArgs, ProberProcess},
     server::{LagServer, Offload, ServerSettings},
     setup::HandlerSetup,
@@ -15,7 +15,7 @@ use crate::{
 };
 
 /// One setup: fresh server, fresh prober, quiet, report(s), quiet, numbers.
-pub async fn measure(setup: &HandlerSetup, config: &BlockingConfig) -> Result<Measured> {
+pub async fn measure(setup: &HandlerSetup, config: &Config) -> Result<Measured> {
     let server = LagServer::start(ServerSettings {
         flavour: setup.flavour,
         offload: setup.offload,

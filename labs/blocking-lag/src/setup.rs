@@ -14,7 +14,7 @@ pub struct HandlerSetup {
     pub reports: usize,
     pub offload: Offload,
     /// Rounds of `reports`, one after another: more than one where the
-    /// outcome is a race worth counting (see `BlockingConfig::race_rounds`).
+    /// outcome is a race worth counting (see `Config::race_rounds`).
     pub repeat_for_race: bool,
 }
 
@@ -49,7 +49,7 @@ impl HandlerSetup {
         }
     }
 
-    /// The same setup, run for `BlockingConfig::race_rounds` rounds.
+    /// The same setup, run for `Config::race_rounds` rounds.
     pub const fn repeated(mut self) -> HandlerSetup {
         self.repeat_for_race = true;
         self

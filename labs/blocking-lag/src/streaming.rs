@@ -26,7 +26,7 @@ use tokio::{
 };
 
 use crate::{
-    BlockingConfig,
+    Config,
     prober::{ProbeLine, ProberArgs, ProberProcess},
     report::{FNV_START, checksum},
     report_server::{Delivery, ReportServerArgs, ServerLine},
@@ -170,7 +170,7 @@ pub struct DeliveryRun {
 }
 
 /// The deliveries `stream_deliveries` names, in that order.
-pub fn deliveries(config: &BlockingConfig) -> Result<Vec<Delivery>> {
+pub fn deliveries(config: &Config) -> Result<Vec<Delivery>> {
     config
         .stream_deliveries
         .iter()
@@ -182,7 +182,7 @@ pub fn deliveries(config: &BlockingConfig) -> Result<Vec<Delivery>> {
 }
 
 /// The whole part, as records on `out`.
-pub async fn stream_report(config: &BlockingConfig, out: &mut Output) -> Result<()> {
+pub async fn stream_report(config: &Config, out: &mut Output) -> Result<()> {
     let deliveries = deliveries(config)?;
     // Every server first: their databases fill at the same time.
     let started = Instant::now();
@@ -260,7 +260,7 @@ impl RssSampler {
 }
 
 /// One delivery: prober, quiet, the report read to its last byte, quiet.
-async fn measure_delivery(server: ReportChild, config: &BlockingConfig) -> Result<DeliveryRun> {
+async fn measure_delivery(server: ReportChild, config: &Config) -> Result<DeliveryRun> {
     let mut prober = ProberProcess::spawn(
         &config.prober_exe,
         &ProberArgs {

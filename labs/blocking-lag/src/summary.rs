@@ -8,7 +8,7 @@ use lab_kit::stats::{Latencies, percentile};
 use serde::Serialize;
 
 use crate::{
-    BlockingConfig,
+    Config,
     prober::ProbeLine,
     server::{ServerRecord, Span},
     setup::HandlerSetup,
@@ -88,7 +88,7 @@ pub struct HandlerSummary {
 
 pub(crate) fn summarise(
     setup: &HandlerSetup,
-    config: &BlockingConfig,
+    config: &Config,
     origin_ms: f64,
     probes: &[ProbeLine],
     record: &ServerRecord,

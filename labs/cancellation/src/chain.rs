@@ -24,7 +24,7 @@ use tokio::task::JoinSet;
 use tower_http::timeout::TimeoutLayer;
 
 use crate::{
-    CancellationConfig,
+    Config,
     db::{QueryEnd, QueryStop, SlowDatabase},
     grpc_timeout,
 };
@@ -180,10 +180,7 @@ pub struct ChainOutcome {
     pub refused: u64,
 }
 
-pub async fn chain_case(
-    variant: ChainVariant,
-    config: &CancellationConfig,
-) -> Result<ChainOutcome> {
+pub async fn chain_case(variant: ChainVariant, config: &Config) -> Result<ChainOutcome> {
     let database = Arc::new(SlowDatabase::open(config.chain_pool).context("opening the database")?);
     let refused = Arc::new(Mutex::new(0));
     let hop = Hop {

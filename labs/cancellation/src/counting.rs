@@ -28,7 +28,7 @@ use serde::Serialize;
 use tokio::task::JoinSet;
 use tower_http::trace::TraceLayer;
 
-use crate::CancellationConfig;
+use crate::Config;
 
 lab_kit::series! {
     /// The access logs part 6 compares.
@@ -188,7 +188,7 @@ pub struct AccessLogCount {
 
 /// Sends the batch, waits for the logs to settle, counts: one count per
 /// log, in the order of [`AccessLog::ALL`].
-pub async fn run_counting(config: &CancellationConfig) -> Result<Vec<AccessLogCount>> {
+pub async fn run_counting(config: &Config) -> Result<Vec<AccessLogCount>> {
     let logs = Arc::new(Logs::default());
     let work = Work {
         slow: config.lab(config.count_slow_s),

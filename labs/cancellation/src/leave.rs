@@ -14,7 +14,7 @@ use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    CancellationConfig,
+    Config,
     db::{QueryStop, SlowDatabase},
     downstream,
     probe::CaseProbe,
@@ -158,7 +158,7 @@ pub struct LeaveCase {
 pub async fn leave_case(
     setup: LeaveSetup,
     database: Arc<SlowDatabase>,
-    config: &CancellationConfig,
+    config: &Config,
 ) -> Result<LeaveCase> {
     let LeaveSetup { variant, protocol } = setup;
     let probe = CaseProbe::start();

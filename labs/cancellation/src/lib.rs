@@ -3,7 +3,7 @@
 //! queries that run for nobody while a pool of SQLite connections drains.
 //!
 //! One module per experiment; everything runs on 127.0.0.1 with ports the
-//! kernel picks, on a clock compressed by `CancellationConfig::time_scale`.
+//! kernel picks, on a clock compressed by `Config::time_scale`.
 
 pub mod chain;
 pub mod counting;
@@ -19,7 +19,7 @@ pub mod spiral;
 use std::{sync::Arc, time::Duration};
 
 use anyhow::{Context, Result};
-use lab_kit::{Meta, Mode, Output, Series};
+use lab_kit::{Lab, Mode, Output, Series};
 use serde::{Deserialize, Serialize};
 
 use crate::{db::SlowDatabase, leave::LeaveSetup, route_timeout::RouteTimeout};
@@ -27,7 +27,7 @@ use crate::{db::SlowDatabase, leave::LeaveSetup, route_timeout::RouteTimeout};
 /// What one run measures. Every `_s` field is production seconds; the lab
 /// runs them divided by `time_scale`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct CancellationConfig {
+pub struct Config {
     /// How much faster than production the lab's clock runs.
     pub time_scale: f64,
     /// Parts 1 and 2: how long the downstream call and the query each take.
@@ -77,9 +77,11 @@ pub struct CancellationConfig {
     pub chain_margin_s: f64,
 }
 
-impl CancellationConfig {
-    pub fn for_mode(mode: Mode) -> CancellationConfig {
-        CancellationConfig {
+impl Lab for Config {
+    const MANIFEST: &str = include_str!("../Cargo.toml");
+
+    fn for_mode(mode: Mode) -> Config {
+        Config {
             time_scale: mode.pick(50.0, 10.0),
             work_s: 12.0,
             leave_after_s: 2.0,
@@ -114,6 +116,16 @@ impl CancellationConfig {
         }
     }
 
+    fn time_scale(&self) -> f64 {
+        self.time_scale
+    }
+
+    async fn run(&self, out: &mut Output) -> Result<()> {
+        run(self, out).await
+    }
+}
+
+impl Config {
     /// A production duration on the lab's clock.
     pub fn lab(&self, production_seconds: f64) -> Duration {
         Duration::from_secs_f64(production_seconds / self.time_scale)
@@ -126,9 +138,7 @@ impl CancellationConfig {
 }
 
 /// The whole lab, as records on `out`.
-pub async fn run(mode: Mode, config: &CancellationConfig, out: &mut Output) -> Result<()> {
-    let meta = Meta::describe(lab_kit::slug!(), mode, config.time_scale, config)?;
-    out.write_meta(meta)?;
+async fn run(config: &Config, out: &mut Output) -> Result<()> {
     let database = Arc::new(SlowDatabase::open(config.pool_size).context("opening the database")?);
     // One case at a time: the cases' queries burn the CPU, and side by side
     // on two cores they would measure each other.
@@ -180,9 +190,5 @@ pub async fn run(mode: Mode, config: &CancellationConfig, out: &mut Output) -> R
 /// took 8 to 24 s to compile; with it here, under half a second
 /// (ARCHITECTURE.md, "Timings and build profiles").
 pub fn main() -> std::process::ExitCode {
-    lab_kit::cli::run_lab(
-        include_str!("../Cargo.toml"),
-        crate::CancellationConfig::for_mode,
-        |mode, config, mut out| async move { crate::run(mode, &config, &mut out).await },
-    )
+    lab_kit::cli::run_lab::<Config>()
 }

@@ -20,7 +20,7 @@ use serde::Serialize;
 use tokio::{sync::Semaphore, task::JoinSet, time::Instant};
 use tokio_util::sync::CancellationToken;
 
-use crate::CancellationConfig;
+use crate::Config;
 
 lab_kit::series! {
     /// How the client times a call out.
@@ -146,7 +146,7 @@ pub struct ProviderView {
     pub connections_accepted: u64,
 }
 
-async fn provider_case(kind: ProviderClient, config: CancellationConfig) -> Result<ProviderView> {
+async fn provider_case(kind: ProviderClient, config: Config) -> Result<ProviderView> {
     let in_flight = Arc::new(InFlight::default());
     let case_over = CancellationToken::new();
     let _end_spawned_work = case_over.clone().drop_guard();
@@ -212,7 +212,7 @@ async fn provider_case(kind: ProviderClient, config: CancellationConfig) -> Resu
 
 /// Every kind of client at once, each against its own provider (they wait
 /// on timers, not on the CPU); the views in the order of [`ProviderClient::ALL`].
-pub async fn run_provider(config: &CancellationConfig) -> Result<Vec<ProviderView>> {
+pub async fn run_provider(config: &Config) -> Result<Vec<ProviderView>> {
     let results = run_all(ProviderClient::ALL, ProviderClient::series, |kind| {
         provider_case(kind, config.clone())
     })

@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use tower_http::timeout::TimeoutLayer;
 
 use crate::{
-    CancellationConfig,
+    Config,
     db::SlowDatabase,
     downstream,
     leave::{self, LeaveApp, LeaveVariant},
@@ -106,7 +106,7 @@ pub struct RouteCase {
 pub async fn route_case(
     kind: RouteTimeout,
     database: Arc<SlowDatabase>,
-    config: &CancellationConfig,
+    config: &Config,
 ) -> Result<RouteCase> {
     let probe = CaseProbe::start();
     let work_time = config.lab(config.work_s);

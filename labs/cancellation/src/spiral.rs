@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 use tower_http::timeout::TimeoutLayer;
 
 use crate::{
-    CancellationConfig,
+    Config,
     db::{QueryEnd, QueryStop, SlowDatabase},
 };
 
@@ -120,7 +120,7 @@ pub struct SpiralSummary {
     pub rows_per_ms: f64,
 }
 
-pub async fn run_spiral(config: &CancellationConfig, out: &mut Output) -> Result<()> {
+pub async fn run_spiral(config: &Config, out: &mut Output) -> Result<()> {
     // One timing of the slow query for the three variants, so that they run
     // the same queries and differ only in what stops one.
     let rows_per_ms = SlowDatabase::open(1)
@@ -141,7 +141,7 @@ pub async fn run_spiral(config: &CancellationConfig, out: &mut Output) -> Result
 /// One variant, its queries sized from `rows_per_ms` (see [`run_spiral`]).
 pub async fn spiral_variant(
     variant: SpiralVariant,
-    config: &CancellationConfig,
+    config: &Config,
     rows_per_ms: f64,
 ) -> Result<(Vec<SpiralSample>, SpiralSummary)> {
     let service = spiral_service(variant, config, rows_per_ms)?;
@@ -230,7 +230,7 @@ pub async fn spiral_variant(
 /// sized from `rows_per_ms`, and the timeouts in lab time.
 fn spiral_service(
     variant: SpiralVariant,
-    config: &CancellationConfig,
+    config: &Config,
     rows_per_ms: f64,
 ) -> Result<Arc<Service>> {
     let database = SlowDatabase::open_at(config.pool_size, Some(rows_per_ms))
@@ -250,7 +250,7 @@ fn spiral_service(
 /// the sampler's peaks and sums.
 fn spiral_summary(
     variant: SpiralVariant,
-    config: &CancellationConfig,
+    config: &Config,
     offered: u64,
     answered_in_time: u64,
     samples: &[SpiralSample],

@@ -4,7 +4,7 @@
 //! Bounded: at most the connect timeout + the TTFB timeout + the body, with
 //! the body ending at the first idle gap or at the overall bound.
 
-use std::{net::SocketAddr, time::Duration};
+use std::{net::SocketAddr, process::ExitCode, time::Duration};
 
 use anyhow::{Context, Result, bail};
 use lab_kit::flags::{Flags, Opt};
@@ -83,6 +83,15 @@ pub fn parse_args(arguments: &[String]) -> Result<CheckArgs> {
         ttfb,
         idle,
     })
+}
+
+/// The subcommand's `main`: a verdict on stdout and exit 0, or one error
+/// line and exit 2.
+pub fn check_main(arguments: &[String]) -> ExitCode {
+    lab_kit::cli::run_subcommand(
+        concat!(env!("CARGO_PKG_NAME"), " check"),
+        run_check(arguments),
+    )
 }
 
 /// The whole subcommand: parse, one GET, print the verdict.

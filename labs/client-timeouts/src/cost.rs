@@ -19,7 +19,7 @@ use serde::Serialize;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 use crate::{
-    ClientTimeoutsConfig,
+    Config,
     cost_client::{CostArgs, CostLine, Guard},
     downstream::{Downstream, Shape},
 };
@@ -52,7 +52,7 @@ pub struct CostSummary {
 
 /// Runs the three clients side by side, each against its own hung
 /// provider, and writes their lines as samples and one summary each.
-pub async fn run_cost(config: &ClientTimeoutsConfig, out: &mut Output) -> Result<()> {
+pub async fn run_cost(config: &Config, out: &mut Output) -> Result<()> {
     let [none, timeout, bulkhead] = Guard::ALL;
     let (none, timeout, bulkhead) = tokio::join!(
         run_one(config, none),
@@ -69,7 +69,7 @@ pub async fn run_cost(config: &ClientTimeoutsConfig, out: &mut Output) -> Result
     Ok(())
 }
 
-async fn run_one(config: &ClientTimeoutsConfig, guard: Guard) -> Result<Vec<CostLine>> {
+async fn run_one(config: &Config, guard: Guard) -> Result<Vec<CostLine>> {
     let provider = Downstream::start(Shape::Silent, config.behaviour()).await?;
     let run = Duration::from_secs_f64(config.cost_run_real_s);
     let args = CostArgs {
@@ -128,11 +128,7 @@ async fn read_client(exe: &PathBuf, args: &CostArgs, limit: Duration) -> Result<
     Ok(lines)
 }
 
-fn summarise(
-    config: &ClientTimeoutsConfig,
-    guard: Guard,
-    lines: &[CostLine],
-) -> Result<CostSummary> {
+fn summarise(config: &Config, guard: Guard, lines: &[CostLine]) -> Result<CostSummary> {
     let first = lines.first().context("no lines")?;
     let last = lines.last().context("no lines")?;
     let peak = |field: fn(&CostLine) -> u64| lines.iter().map(field).max().unwrap_or(0);

@@ -24,7 +24,7 @@ use serde::Serialize;
 use tokio::{sync::watch, time::Instant};
 
 use crate::{
-    ClientTimeoutsConfig,
+    Config,
     defaults::{fd_toward, segments_and_last_ack},
     millis,
 };
@@ -43,7 +43,7 @@ lab_kit::series! {
 /// The clients. Kernel keepalive runs on the kernel's clock (whole seconds,
 /// 1 s at least), so it is set to its shortest; the HTTP/2 and pool timers
 /// are compressed like the rest of the lab.
-pub fn client_for(watcher: Watcher, config: &ClientTimeoutsConfig) -> Result<reqwest::Client> {
+pub fn client_for(watcher: Watcher, config: &Config) -> Result<reqwest::Client> {
     let builder = reqwest::Client::builder()
         .no_proxy()
         .http2_prior_knowledge();
@@ -118,7 +118,7 @@ async fn freezing_server(freeze: watch::Receiver<bool>) -> Result<(SocketAddr, A
 }
 
 /// One watcher against a fresh freezing server.
-pub async fn watch_one(watcher: Watcher, config: &ClientTimeoutsConfig) -> Result<Watched> {
+pub async fn watch_one(watcher: Watcher, config: &Config) -> Result<Watched> {
     let (freeze, frozen) = watch::channel(false);
     let (addr, _server) = freezing_server(frozen).await?;
     let client = client_for(watcher, config)?;
@@ -171,7 +171,7 @@ pub async fn watch_one(watcher: Watcher, config: &ClientTimeoutsConfig) -> Resul
 }
 
 /// Every watcher side by side; summaries `dead-peer/<watcher>`.
-pub async fn run_dead_peer(config: &ClientTimeoutsConfig, out: &mut Output) -> Result<()> {
+pub async fn run_dead_peer(config: &Config, out: &mut Output) -> Result<()> {
     let all = run_all(Watcher::ALL, Series::series, |watcher| {
         let config = config.clone();
         async move { watch_one(watcher, &config).await }

@@ -22,7 +22,7 @@ use serde::Serialize;
 use tokio::time::Instant;
 
 use crate::{
-    ClientTimeoutsConfig,
+    Config,
     downstream::{Downstream, Shape},
     millis,
 };
@@ -188,7 +188,7 @@ fn legacy(idle: Option<Duration>, timer: bool) -> Which {
 async fn outcome_against(
     client: &Which,
     shape: Shape,
-    config: &ClientTimeoutsConfig,
+    config: &Config,
     bound: Duration,
 ) -> Result<String> {
     let downstream = Downstream::start(shape, config.behaviour()).await?;
@@ -206,7 +206,7 @@ async fn outcome_against(
 }
 
 /// One client's defaults.
-async fn measure(client: Which, config: &ClientTimeoutsConfig) -> Result<Defaults> {
+async fn measure(client: Which, config: &Config) -> Result<Defaults> {
     let bound = Duration::from_secs_f64(config.defaults_bound_real_s);
     let idle_check = async {
         let normal = Downstream::start(Shape::Normal, config.behaviour()).await?;
@@ -268,7 +268,7 @@ async fn reaper(client: Which, idle: Duration) -> Result<PoolReaper> {
 
 /// Every measurement, side by side; summaries `defaults/<client>` and
 /// `reaper/<client>`.
-pub async fn run_defaults(config: &ClientTimeoutsConfig, out: &mut Output) -> Result<()> {
+pub async fn run_defaults(config: &Config, out: &mut Output) -> Result<()> {
     let idle = config.lab(config.pool_idle_probe_s);
     let reqwest_default = reqwest::Client::builder()
         .no_proxy()

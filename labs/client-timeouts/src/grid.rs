@@ -12,7 +12,7 @@ use serde::Serialize;
 use tokio::{sync::Barrier, time::Instant};
 
 use crate::{
-    ClientTimeoutsConfig,
+    Config,
     downstream::{Downstream, Shape},
     millis,
     two_phase::TwoPhaseError,
@@ -31,7 +31,7 @@ lab_kit::series! {
 
 // ANCHOR: settings
 /// The client each setting uses (durations on the lab's compressed clock).
-pub fn client_for(setting: Setting, config: &ClientTimeoutsConfig) -> Result<reqwest::Client> {
+pub fn client_for(setting: Setting, config: &Config) -> Result<reqwest::Client> {
     let builder = reqwest::Client::builder().no_proxy();
     let builder = match setting {
         // reqwest's defaults: no connect, read or total timeout at all.
@@ -120,7 +120,7 @@ pub fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
 async fn exchange(
     shape: Shape,
     setting: Setting,
-    config: &ClientTimeoutsConfig,
+    config: &Config,
     client: &reqwest::Client,
     url: &str,
     phase: &mut &'static str,
@@ -176,7 +176,7 @@ async fn exchange(
 }
 
 /// Runs one cell: a fresh downstream, a fresh client, one request, bounded.
-pub async fn cell(shape: Shape, setting: Setting, config: &ClientTimeoutsConfig) -> Result<Cell> {
+pub async fn cell(shape: Shape, setting: Setting, config: &Config) -> Result<Cell> {
     cell_after(shape, setting, config, None).await
 }
 
@@ -186,7 +186,7 @@ pub async fn cell(shape: Shape, setting: Setting, config: &ClientTimeoutsConfig)
 pub async fn cell_after(
     shape: Shape,
     setting: Setting,
-    config: &ClientTimeoutsConfig,
+    config: &Config,
     start: Option<Arc<Barrier>>,
 ) -> Result<Cell> {
     let downstream = Downstream::start(shape, config.behaviour())
@@ -256,7 +256,7 @@ pub async fn cell_after(
 
 /// Every cell, side by side; samples per cell in the data file, series
 /// `grid/<setting>`.
-pub async fn run_grid(config: &ClientTimeoutsConfig) -> Result<Vec<Cell>> {
+pub async fn run_grid(config: &Config) -> Result<Vec<Cell>> {
     let start = Arc::new(Barrier::new(Shape::ALL.len() * Setting::ALL.len()));
     // The data file keeps a stable order: by shape, then by setting.
     let cells = Shape::ALL

@@ -4,7 +4,7 @@
 //! Rust client stack, measured.
 //!
 //! One module per experiment; everything runs on 127.0.0.1 with ports the
-//! kernel picks, on a clock compressed by `ClientTimeoutsConfig::time_scale`.
+//! kernel picks, on a clock compressed by `Config::time_scale`.
 
 pub mod check;
 pub mod cost;
@@ -21,7 +21,7 @@ pub mod two_phase;
 use std::{path::PathBuf, time::Duration};
 
 use anyhow::{Context, Result};
-use lab_kit::{Meta, Mode, Output};
+use lab_kit::{Lab, Mode, Output, lab::Subcommand};
 use serde::{Deserialize, Serialize};
 
 use crate::{downstream::Behaviour, two_phase::TwoPhase};
@@ -29,7 +29,7 @@ use crate::{downstream::Behaviour, two_phase::TwoPhase};
 /// What one run measures. Every `_s` field is production seconds; the lab
 /// runs them divided by `time_scale`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct ClientTimeoutsConfig {
+pub struct Config {
     /// How much faster than production the lab's clock runs.
     pub time_scale: f64,
     pub connect_timeout_s: f64,
@@ -82,9 +82,24 @@ pub fn this_binary() -> PathBuf {
     std::env::current_exe().unwrap_or_default()
 }
 
-impl ClientTimeoutsConfig {
-    pub fn for_mode(mode: Mode) -> ClientTimeoutsConfig {
-        ClientTimeoutsConfig {
+impl Lab for Config {
+    const MANIFEST: &str = include_str!("../Cargo.toml");
+
+    const SUBCOMMANDS: &[Subcommand] = &[
+        Subcommand::new(
+            "check",
+            "one GET to any server with the two-phase timeout (check --help)",
+            crate::check::check_main,
+        ),
+        Subcommand::new(
+            crate::cost_client::SUBCOMMAND,
+            "a client process of the cost part",
+            crate::cost_client::cost_main,
+        ),
+    ];
+
+    fn for_mode(mode: Mode) -> Config {
+        Config {
             time_scale: mode.pick(50.0, 10.0),
             connect_timeout_s: 2.0,
             read_timeout_s: 10.0,
@@ -109,6 +124,16 @@ impl ClientTimeoutsConfig {
         }
     }
 
+    fn time_scale(&self) -> f64 {
+        self.time_scale
+    }
+
+    async fn run(&self, out: &mut Output) -> Result<()> {
+        run(self, out).await
+    }
+}
+
+impl Config {
     /// A production duration on the lab's clock.
     pub fn lab(&self, production_seconds: f64) -> Duration {
         Duration::from_secs_f64(production_seconds / self.time_scale)
@@ -147,9 +172,7 @@ pub struct Timeouts {
 }
 
 /// The whole lab, as records on `out`.
-pub async fn run(mode: Mode, config: &ClientTimeoutsConfig, out: &mut Output) -> Result<()> {
-    let meta = Meta::describe(lab_kit::slug!(), mode, config.time_scale, config)?;
-    out.write_meta(meta)?;
+async fn run(config: &Config, out: &mut Output) -> Result<()> {
     out.write_summary(
         "timeouts",
         &Timeouts {
@@ -212,20 +235,5 @@ pub fn millis(duration: Duration) -> f64 {
 /// took 8 to 24 s to compile; with it here, under half a second
 /// (ARCHITECTURE.md, "Timings and build profiles").
 pub fn main() -> std::process::ExitCode {
-    let arguments: Vec<String> = std::env::args().skip(1).collect();
-    if arguments.first().map(String::as_str) == Some(crate::cost_client::SUBCOMMAND) {
-        return crate::cost_client::cost_main(&arguments[1..]);
-    }
-    if arguments.first().map(String::as_str) == Some("check") {
-        // A verdict on stdout and exit 0, or one error line and exit 2.
-        return lab_kit::cli::run_subcommand(
-            concat!(env!("CARGO_PKG_NAME"), " check"),
-            crate::check::run_check(&arguments[1..]),
-        );
-    }
-    lab_kit::cli::run_lab(
-        include_str!("../Cargo.toml"),
-        crate::ClientTimeoutsConfig::for_mode,
-        |mode, config, mut out| async move { crate::run(mode, &config, &mut out).await },
-    )
+    lab_kit::cli::run_lab::<Config>()
 }

@@ -26,7 +26,7 @@ use serde::Serialize;
 use tokio::{io::AsyncReadExt, time::Instant};
 
 use crate::{
-    ClientTimeoutsConfig,
+    Config,
     downstream::{BusyGuard, Downstream, Shape},
     millis,
     two_phase::{IdleTimeoutBody, TwoPhase, TwoPhaseError},
@@ -200,11 +200,7 @@ fn parse(received: &[u8]) -> (usize, u16, usize, bool) {
 }
 
 /// One upstream shape behind a fresh proxy.
-pub async fn case(
-    shape: Shape,
-    client_leaves: bool,
-    config: &ClientTimeoutsConfig,
-) -> Result<ProxyCase> {
+pub async fn case(shape: Shape, client_leaves: bool, config: &Config) -> Result<ProxyCase> {
     let upstream = Downstream::start(shape, config.behaviour()).await?;
     let mut two_phase = config.two_phase();
     if client_leaves {
@@ -256,7 +252,7 @@ pub async fn case(
 }
 
 /// The proxy cases, one after another; summaries `proxy/<case>`.
-pub async fn run_proxy(config: &ClientTimeoutsConfig, out: &mut Output) -> Result<()> {
+pub async fn run_proxy(config: &Config, out: &mut Output) -> Result<()> {
     let cases = [
         ("proxy/normal", Shape::Normal, false),
         ("proxy/silent", Shape::Silent, false),

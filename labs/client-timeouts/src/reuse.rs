@@ -24,7 +24,7 @@ use serde::Serialize;
 use tokio::{sync::watch, time::Instant};
 
 use crate::{
-    ClientTimeoutsConfig,
+    Config,
     downstream::{Downstream, Shape},
     grid::error_chain,
     millis,
@@ -166,7 +166,7 @@ struct Caller {
 }
 
 impl Caller {
-    fn new(policy: Policy, config: &ClientTimeoutsConfig) -> Result<Caller> {
+    fn new(policy: Policy, config: &Config) -> Result<Caller> {
         Ok(match policy {
             Policy::NoTimeout => Caller {
                 policy,
@@ -192,7 +192,7 @@ impl Caller {
         })
     }
 
-    async fn get(&self, url: &str, config: &ClientTimeoutsConfig) -> Result<(), TwoPhaseError> {
+    async fn get(&self, url: &str, config: &Config) -> Result<(), TwoPhaseError> {
         let request = self.client.get(url).build().map_err(TwoPhaseError::Http)?;
         let two_phase = config.two_phase();
         match self.policy {
@@ -219,7 +219,7 @@ impl Caller {
 }
 
 /// The four steps against one policy, each step bounded by the lab.
-pub async fn check(policy: Policy, config: &ClientTimeoutsConfig) -> Result<Vec<Step>> {
+pub async fn check(policy: Policy, config: &Config) -> Result<Vec<Step>> {
     let behaviour = config.behaviour();
     let mut upstream = Some(Downstream::start(Shape::Normal, behaviour).await?);
     let first = upstream.as_ref().expect("just started").addr;
@@ -294,7 +294,7 @@ fn timeline_series(outcome: &str) -> &'static str {
 
 /// Every policy side by side; samples `timeline/<outcome>`, summaries
 /// `step/<policy>/<n>`.
-pub async fn run_checks(config: &ClientTimeoutsConfig, out: &mut Output) -> Result<()> {
+pub async fn run_checks(config: &Config, out: &mut Output) -> Result<()> {
     let checked = run_all(Policy::ALL, Series::series, |policy| {
         let config = config.clone();
         async move { check(policy, &config).await }

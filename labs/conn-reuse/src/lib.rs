@@ -16,7 +16,7 @@ use std::{
 use anyhow::{Context, Result, ensure};
 use axum::{Router, routing::get};
 use lab_kit::{
-    Meta, Mode, Output, Series,
+    Lab, Mode, Output, Series,
     procnet::{TcpState, count_at, count_toward, resets_sent},
     server::spawn_axum,
     stats::{Latencies, median},
@@ -28,7 +28,7 @@ pub mod tls;
 
 /// What one run measures.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct ReuseConfig {
+pub struct Config {
     /// Requests sent by each setup.
     pub requests: usize,
     /// Requests in flight at once.
@@ -46,9 +46,11 @@ pub struct ReuseConfig {
     pub port_window: u32,
 }
 
-impl ReuseConfig {
-    pub fn for_mode(mode: Mode) -> ReuseConfig {
-        ReuseConfig {
+impl Lab for Config {
+    const MANIFEST: &str = include_str!("../Cargo.toml");
+
+    fn for_mode(mode: Mode) -> Config {
+        Config {
             // The Node article's experiment: 500 requests, 50 at a time.
             requests: 500,
             in_flight: 50,
@@ -62,6 +64,10 @@ impl ReuseConfig {
             // A handful: the error comes after a few requests, not 28,000.
             port_window: 8,
         }
+    }
+
+    async fn run(&self, out: &mut Output) -> Result<()> {
+        run(self, out).await
     }
 }
 
@@ -250,9 +256,7 @@ pub struct InFlightPoint {
 }
 
 /// The whole lab: every setup, the sweep, TLS and ports, as records on `out`.
-pub async fn run(mode: Mode, config: &ReuseConfig, out: &mut Output) -> Result<()> {
-    let meta = Meta::describe(lab_kit::slug!(), mode, 1.0, config)?;
-    out.write_meta(meta)?;
+async fn run(config: &Config, out: &mut Output) -> Result<()> {
     for setup in Setup::ALL {
         eprintln!(
             "conn-reuse: {} ({} x {} requests)",
@@ -334,9 +338,5 @@ fn median_of(runs: &[SetupSummary]) -> SetupSummary {
 /// took 8 to 24 s to compile; with it here, under half a second
 /// (ARCHITECTURE.md, "Timings and build profiles").
 pub fn main() -> std::process::ExitCode {
-    lab_kit::cli::run_lab(
-        include_str!("../Cargo.toml"),
-        crate::ReuseConfig::for_mode,
-        |mode, config, mut out| async move { crate::run(mode, &config, &mut out).await },
-    )
+    lab_kit::cli::run_lab::<Config>()
 }

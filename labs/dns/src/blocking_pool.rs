@@ -16,7 +16,7 @@ use lab_kit::{Series, gauge::Gauge, stats::Latencies};
 use serde::Serialize;
 use tower_service::Service;
 
-use crate::DnsConfig;
+use crate::Config;
 
 lab_kit::series! {
     /// The blocking pool's size and what runs on it when the lookup starts.
@@ -48,7 +48,7 @@ impl PoolLoad {
         }
     }
 
-    fn jobs(self, config: &DnsConfig) -> usize {
+    fn jobs(self, config: &Config) -> usize {
         match self {
             PoolLoad::SmallIdle | PoolLoad::DefaultIdle => 0,
             PoolLoad::SmallBusy | PoolLoad::DefaultBusy => 4,
@@ -85,7 +85,7 @@ pub struct PoolLookups {
 
 /// Every setup, one after the other (each is timed against an otherwise
 /// quiet machine).
-pub async fn run_pools(config: &DnsConfig) -> Result<Vec<(String, PoolLookups)>> {
+pub async fn run_pools(config: &Config) -> Result<Vec<(String, PoolLookups)>> {
     let server = crate::servers::ok_server().await?;
     let url = format!("http://localhost:{}/", server.addr.port());
     let mut results = Vec::new();
@@ -110,7 +110,7 @@ pub async fn run_pools(config: &DnsConfig) -> Result<Vec<(String, PoolLookups)>>
 }
 
 // ANCHOR: runtime
-fn on_own_runtime(load: PoolLoad, config: &DnsConfig, url: &str) -> Result<PoolLookups> {
+fn on_own_runtime(load: PoolLoad, config: &Config, url: &str) -> Result<PoolLookups> {
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     builder.worker_threads(2).enable_all();
     if let Some(threads) = load.max_threads() {
@@ -124,7 +124,7 @@ fn on_own_runtime(load: PoolLoad, config: &DnsConfig, url: &str) -> Result<PoolL
 }
 // ANCHOR_END: runtime
 
-async fn measure(load: PoolLoad, config: DnsConfig, url: String) -> Result<PoolLookups> {
+async fn measure(load: PoolLoad, config: Config, url: String) -> Result<PoolLookups> {
     let job = Duration::from_secs_f64(config.job_ms / 1000.0);
     let running = Gauge::new();
     let mut lookups = Latencies::default();

@@ -16,7 +16,7 @@ use serde::Serialize;
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 
 use crate::{
-    DnsConfig,
+    Config,
     resolvers::FixedAnswers,
     servers::{LabeledServer, same_port, std_listener},
 };
@@ -122,7 +122,7 @@ impl Skipped {
 
 /// Every case, one after the other; none, said in one line, where this
 /// machine has no `[::1]` on its loopback interface.
-pub async fn run_families(config: &DnsConfig) -> Result<Vec<(String, FamilyOutcome)>> {
+pub async fn run_families(config: &Config) -> Result<Vec<(String, FamilyOutcome)>> {
     let ipv6 = std::net::TcpListener::bind((V6, 0)).map(drop);
     run_families_if(ipv6, config).await
 }
@@ -130,7 +130,7 @@ pub async fn run_families(config: &DnsConfig) -> Result<Vec<(String, FamilyOutco
 /// [`run_families`], given whether `[::1]` could be bound.
 pub async fn run_families_if(
     ipv6: std::io::Result<()>,
-    config: &DnsConfig,
+    config: &Config,
 ) -> Result<Vec<(String, FamilyOutcome)>> {
     if let Err(error) = ipv6 {
         eprintln!(
@@ -197,7 +197,7 @@ async fn servers_for(case: FamilyCase) -> Result<CaseServers> {
     })
 }
 
-async fn one_case(case: FamilyCase, config: &DnsConfig) -> Result<FamilyOutcome> {
+async fn one_case(case: FamilyCase, config: &Config) -> Result<FamilyOutcome> {
     let servers = servers_for(case).await?;
     let silent_hung = if case.silent() {
         tokio::time::timeout(

@@ -21,13 +21,13 @@ pub mod server_lookups;
 pub mod servers;
 
 use anyhow::{Context, Result};
-use lab_kit::{Meta, Mode, Output};
+use lab_kit::{Lab, Mode, Output};
 use serde::{Deserialize, Serialize};
 
 /// What one run measures. Times are real (the lab compresses nothing but
 /// the TTLs and ages of part 5, which say so).
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct DnsConfig {
+pub struct Config {
     /// Part 1: requests per setup, one at a time.
     pub lookup_requests: usize,
     /// Part 1: the slow resolver's delay before each answer.
@@ -59,9 +59,11 @@ pub struct DnsConfig {
     pub bucket_ms: f64,
 }
 
-impl DnsConfig {
-    pub fn for_mode(mode: Mode) -> DnsConfig {
-        DnsConfig {
+impl Lab for Config {
+    const MANIFEST: &str = include_str!("../Cargo.toml");
+
+    fn for_mode(mode: Mode) -> Config {
+        Config {
             lookup_requests: mode.pick(60, 300),
             slow_resolver_ms: 20.0,
             job_ms: 100.0,
@@ -80,6 +82,10 @@ impl DnsConfig {
             max_age_ms: mode.pick(1500.0, 4000.0),
             bucket_ms: mode.pick(250.0, 500.0),
         }
+    }
+
+    async fn run(&self, out: &mut Output) -> Result<()> {
+        run(self, out).await
     }
 }
 
@@ -103,9 +109,7 @@ const PART_SEARCH: &str = "part 3, the lab's DNS server: search domains";
 const PART_FAMILIES: &str = "part 4, address families and Happy Eyeballs";
 
 /// The whole lab, as records on `out`.
-pub async fn run(mode: Mode, config: &DnsConfig, out: &mut Output) -> Result<()> {
-    let meta = Meta::describe(lab_kit::slug!(), mode, 1.0, config)?;
-    out.write_meta(meta)?;
+async fn run(config: &Config, out: &mut Output) -> Result<()> {
     let system = families::system_localhost().await?;
     out.write_summary("system/localhost", &system)?;
     // Parts 3 to 5 wait on the lab's DNS server and on timers, so they run
@@ -146,9 +150,5 @@ pub async fn run(mode: Mode, config: &DnsConfig, out: &mut Output) -> Result<()>
 /// took 8 to 24 s to compile; with it here, under half a second
 /// (ARCHITECTURE.md, "Timings and build profiles").
 pub fn main() -> std::process::ExitCode {
-    lab_kit::cli::run_lab(
-        include_str!("../Cargo.toml"),
-        crate::DnsConfig::for_mode,
-        |mode, config, mut out| async move { crate::run(mode, &config, &mut out).await },
-    )
+    lab_kit::cli::run_lab::<Config>()
 }

@@ -13,7 +13,7 @@ use lab_kit::{Series, net::AbortOnDrop};
 use serde::Serialize;
 
 use crate::{
-    DnsConfig,
+    Config,
     dns_server::DnsServer,
     max_age::MaxAgeClient,
     resolvers::{LabResolver, StubSettings},
@@ -72,7 +72,7 @@ pub struct SwitchRun {
 }
 
 /// Both servers, the DNS server, all four clients at once, one switch.
-pub async fn run_switch(config: &DnsConfig) -> Result<Vec<(String, SwitchRun, Vec<Bucket>)>> {
+pub async fn run_switch(config: &Config) -> Result<Vec<(String, SwitchRun, Vec<Bucket>)>> {
     let (blue_listener, green_listener) =
         same_port(BLUE, |port| std_listener(SocketAddr::new(GREEN, port)))
             .await
@@ -122,7 +122,7 @@ enum Sender {
 }
 
 impl Sender {
-    fn new(setting: PoolSetting, config: &DnsConfig, dns: SocketAddr) -> Result<Sender> {
+    fn new(setting: PoolSetting, config: &Config, dns: SocketAddr) -> Result<Sender> {
         // Each client has its own resolver (and cache), as separate
         // processes would.
         let resolver = LabResolver::new(&StubSettings::plain(dns))?;
@@ -146,12 +146,7 @@ impl Sender {
     }
 
     /// One request every `interval_ms`, from now until the watch ends.
-    async fn steady(
-        &self,
-        url: &str,
-        config: &DnsConfig,
-        switch_at: Instant,
-    ) -> Result<Vec<Answer>> {
+    async fn steady(&self, url: &str, config: &Config, switch_at: Instant) -> Result<Vec<Answer>> {
         let end = switch_at + Duration::from_secs_f64(config.watch_s);
         let mut ticker =
             tokio::time::interval(Duration::from_secs_f64(config.interval_ms / 1000.0));
@@ -184,7 +179,7 @@ impl Sender {
 
 fn summarise(
     setting: PoolSetting,
-    config: &DnsConfig,
+    config: &Config,
     answers: &[Answer],
 ) -> (String, SwitchRun, Vec<Bucket>) {
     let after: Vec<&Answer> = answers

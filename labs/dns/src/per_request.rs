@@ -13,7 +13,7 @@ use lab_kit::{Series, stats::Latencies};
 use serde::Serialize;
 
 use crate::{
-    DnsConfig,
+    Config,
     resolvers::{CountingResolver, FixedAnswers},
 };
 
@@ -65,7 +65,7 @@ fn client_with(resolver: CountingResolver) -> Result<reqwest::Client> {
 // ANCHOR_END: build_client
 
 /// Runs every setup, one after the other, against one server.
-pub async fn run_lookups(config: &DnsConfig) -> Result<Vec<(String, LookupCount)>> {
+pub async fn run_lookups(config: &Config) -> Result<Vec<(String, LookupCount)>> {
     let server = crate::servers::ok_server().await?;
     let url = format!("http://api.lab.test:{}/", server.addr.port());
     let mut results = Vec::new();

@@ -16,7 +16,7 @@ use lab_kit::{Series, concurrently::run_all, stats::Latencies};
 use serde::Serialize;
 
 use crate::{
-    DnsConfig,
+    Config,
     dns_server::DnsServer,
     resolvers::{CountingResolver, LabResolver, StubSettings},
 };
@@ -49,7 +49,7 @@ pub struct CacheRun {
 }
 
 /// Both cache settings, side by side, each with a server of its own.
-pub async fn run_cache(config: &DnsConfig) -> Result<Vec<(String, CacheRun)>> {
+pub async fn run_cache(config: &Config) -> Result<Vec<(String, CacheRun)>> {
     let results = run_all(
         Cache::ALL,
         |cache| cache.name().to_string(),
@@ -62,7 +62,7 @@ pub async fn run_cache(config: &DnsConfig) -> Result<Vec<(String, CacheRun)>> {
         .collect())
 }
 
-async fn cache_run(cache: Cache, config: DnsConfig) -> Result<CacheRun> {
+async fn cache_run(cache: Cache, config: Config) -> Result<CacheRun> {
     let http = lab_kit::server::spawn_axum(
         axum::Router::new().route("/", axum::routing::get(|| async { "ok" })),
     )

@@ -8,7 +8,7 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use lab_kit::{Meta, Mode, Output};
+use lab_kit::{Lab, Mode, Output, lab::Subcommand};
 use lab_server_timeouts::HARDENED;
 use serde::{Deserialize, Serialize};
 
@@ -22,7 +22,7 @@ use crate::{
 
 /// What one run measures.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct DoctorConfig {
+pub struct Config {
     /// Production seconds per lab second for the Rust services (50: the
     /// balancer's 60 s idle timeout runs as 1.2 s).
     pub time_scale: f64,
@@ -35,9 +35,17 @@ pub struct DoctorConfig {
     pub max_in_flight: usize,
 }
 
-impl DoctorConfig {
-    pub fn for_mode(mode: Mode) -> DoctorConfig {
-        DoctorConfig {
+impl Lab for Config {
+    const MANIFEST: &str = include_str!("../Cargo.toml");
+
+    const SUBCOMMANDS: &[Subcommand] = &[Subcommand::new(
+        "serve",
+        "one of the lab's services: serve stock-axum|hardened --port P [--scale S]",
+        crate::services::serve_main,
+    )];
+
+    fn for_mode(mode: Mode) -> Config {
+        Config {
             time_scale: mode.pick(50.0, 10.0),
             // Quick: past the 10 s body timeout the chapters recommend. Full:
             // past 1.5 times the balancer's 60 s, where the slow head can be
@@ -50,6 +58,16 @@ impl DoctorConfig {
         }
     }
 
+    fn time_scale(&self) -> f64 {
+        self.time_scale
+    }
+
+    async fn run(&self, out: &mut Output) -> Result<()> {
+        run(self, out).await
+    }
+}
+
+impl Config {
     /// The doctor's options for one server: its command, on a free port.
     pub fn options(&self, command: Vec<String>, port: u16, compressed: bool) -> Options {
         let scale = if compressed { self.time_scale } else { 1.0 };
@@ -207,9 +225,7 @@ impl ComparisonRow {
     }
 }
 
-pub async fn run(mode: Mode, config: &DoctorConfig, out: &mut Output) -> Result<()> {
-    let meta = Meta::describe(lab_kit::slug!(), mode, config.time_scale, config)?;
-    out.write_meta(meta)?;
+async fn run(config: &Config, out: &mut Output) -> Result<()> {
     // Beside the servers: it waits on nginx's timer, not on the CPU.
     let (comparison, servers) = tokio::join!(compare::run(), servers(config, out));
     servers?;
@@ -226,7 +242,7 @@ struct Probed {
     findings: Result<Vec<Finding>>,
 }
 
-async fn servers(config: &DoctorConfig, out: &mut Output) -> Result<()> {
+async fn servers(config: &Config, out: &mut Output) -> Result<()> {
     let subjects = subjects(config)?;
     let probed = probe_all(config, &subjects).await?;
     let mut by_check: Vec<(Check, Vec<(&str, String)>)> = Check::ALL
@@ -304,7 +320,7 @@ async fn servers(config: &DoctorConfig, out: &mut Output) -> Result<()> {
 
 /// Probes the servers at once, their load checks in turn, and returns what
 /// each found in `subjects`' order.
-async fn probe_all(config: &DoctorConfig, subjects: &[Subject]) -> Result<Vec<Probed>> {
+async fn probe_all(config: &Config, subjects: &[Subject]) -> Result<Vec<Probed>> {
     // All at once, their load checks in turn. The last (Node, where it is
     // installed) takes the first turn: its window, in real seconds, is the
     // longest, and the Rust services' loads run while it waits.
@@ -350,7 +366,7 @@ async fn probe_all(config: &DoctorConfig, subjects: &[Subject]) -> Result<Vec<Pr
 
 /// The servers, in the report's order: the Rust services, then Node where it
 /// is installed.
-fn subjects(config: &DoctorConfig) -> Result<Vec<Subject>> {
+fn subjects(config: &Config) -> Result<Vec<Subject>> {
     let exe = std::env::current_exe().context("finding the lab's own binary")?;
     let exe = exe.to_string_lossy().into_owned();
     let mut subjects: Vec<Subject> = Service::ALL

@@ -6,7 +6,7 @@
 //!
 //! The checks reuse the labs' own machinery: the keep-alive lab's idle
 //! probe, the server-timeouts lab's stalled clients, the shutdown lab's
-//! probe. The lab ([`run`]) points the doctor at three servers: the stock
+//! probe. The lab ([`lab`]) points the doctor at three servers: the stock
 //! `axum::serve` service, the book's hardened service (both in
 //! [`services`]), and a Node server where Node is installed.
 
@@ -21,7 +21,7 @@ pub mod tool;
 
 pub use crate::{
     finding::{Check, Finding, Grade},
-    lab::{DoctorConfig, run},
+    lab::Config,
     options::{Options, Target},
     report::Report,
 };
@@ -32,14 +32,5 @@ pub use crate::{
 /// took 8 to 24 s to compile; with it here, under half a second
 /// (ARCHITECTURE.md, "Timings and build profiles").
 pub fn main() -> std::process::ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.first().map(String::as_str) == Some("serve") {
-        let program = concat!(env!("CARGO_PKG_NAME"), " serve");
-        return lab_kit::exit::exit_code(program, crate::services::serve_main(&args[1..]));
-    }
-    lab_kit::cli::run_lab(
-        include_str!("../Cargo.toml"),
-        crate::DoctorConfig::for_mode,
-        |mode, config, mut out| async move { crate::run(mode, &config, &mut out).await },
-    )
+    lab_kit::cli::run_lab::<Config>()
 }

@@ -15,6 +15,7 @@ use std::{
     io,
     net::SocketAddr,
     pin::Pin,
+    process::ExitCode,
     sync::{
         Arc,
         atomic::{AtomicBool, Ordering},
@@ -241,8 +242,13 @@ impl StreamHook for WriteTimer {
 /// An accepted connection whose stalled writes time out.
 pub type WriteTimeout = HookedStream<WriteTimer>;
 
-/// `lab-doctor serve stock|hardened --port P [--scale S]`.
-pub fn serve_main(args: &[String]) -> Result<()> {
+/// `lab-doctor serve stock|hardened --port P [--scale S]`: exit 0, or one
+/// error line and exit 2.
+pub fn serve_main(args: &[String]) -> ExitCode {
+    lab_kit::exit::exit_code(concat!(env!("CARGO_PKG_NAME"), " serve"), serve(args))
+}
+
+fn serve(args: &[String]) -> Result<()> {
     let Some((which, flags)) = args.split_first() else {
         bail!("which service? stock-axum or hardened");
     };

@@ -28,7 +28,7 @@ use serde::Serialize;
 use tokio::time::Instant;
 
 use crate::{
-    HealthConfig,
+    Config,
     app::{ServiceState, app},
     dependency::{self, SlowWindow},
     kubelet::{KubeletProbe, ProbeKind, ProbeLog, run_prober},
@@ -118,7 +118,7 @@ async fn flag_readyz(State(ready): State<Arc<AtomicBool>>) -> (StatusCode, &'sta
 
 /// Runs the three designs at once against one dependency and writes one
 /// summary per design.
-pub async fn run(config: &HealthConfig, out: &mut Output) -> Result<()> {
+pub async fn run(config: &Config, out: &mut Output) -> Result<()> {
     let scale =
         |production_ms: u64| Duration::from_millis(production_ms / config.time_scale as u64);
     let lead = Duration::from_millis(100);

@@ -23,7 +23,7 @@ pub mod kubelet;
 pub mod slow_dependency;
 
 use anyhow::{Context, Result};
-use lab_kit::{Meta, Mode, Output};
+use lab_kit::{Lab, Mode, Output};
 use serde::{Deserialize, Serialize};
 
 /// The production values the lab's timings are scaled down from, in ms.
@@ -105,7 +105,7 @@ lab_kit::series! {
 
 /// What one run measures. Times in milliseconds, already scaled.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct HealthConfig {
+pub struct Config {
     /// Production time divided by lab time (25: 160 s ran as 6.4 s).
     pub time_scale: f64,
     pub liveness_period_ms: u64,
@@ -127,12 +127,14 @@ pub struct HealthConfig {
     pub fleet: fleet::FleetConfig,
 }
 
-impl HealthConfig {
-    pub fn for_mode(mode: Mode) -> HealthConfig {
+impl Lab for Config {
+    const MANIFEST: &str = include_str!("../Cargo.toml");
+
+    fn for_mode(mode: Mode) -> Config {
         let time_scale: u64 = mode.pick(25, 5);
         let scaled = |millis: u64| millis / time_scale;
         use production::*;
-        HealthConfig {
+        Config {
             time_scale: time_scale as f64,
             liveness_period_ms: scaled(LIVENESS.period_ms),
             liveness_timeout_ms: scaled(LIVENESS.timeout_ms),
@@ -149,12 +151,18 @@ impl HealthConfig {
             fleet: fleet::FleetConfig::default(),
         }
     }
+
+    fn time_scale(&self) -> f64 {
+        self.time_scale
+    }
+
+    async fn run(&self, out: &mut Output) -> Result<()> {
+        run(self, out).await
+    }
 }
 
 /// The whole lab: the probes against a slow dependency, then the fleet.
-pub async fn run(mode: Mode, config: &HealthConfig, out: &mut Output) -> Result<()> {
-    let meta = Meta::describe(lab_kit::slug!(), mode, config.time_scale, config)?;
-    out.write_meta(meta)?;
+async fn run(config: &Config, out: &mut Output) -> Result<()> {
     eprintln!(
         "health-checks: probing a service whose dependency is slow for {} ms of {} ms",
         config.dependency_slow_until_ms - config.dependency_slow_from_ms,
@@ -188,9 +196,5 @@ pub async fn run(mode: Mode, config: &HealthConfig, out: &mut Output) -> Result<
 /// took 8 to 24 s to compile; with it here, under half a second
 /// (ARCHITECTURE.md, "Timings and build profiles").
 pub fn main() -> std::process::ExitCode {
-    lab_kit::cli::run_lab(
-        include_str!("../Cargo.toml"),
-        crate::HealthConfig::for_mode,
-        |mode, config, mut out| async move { crate::run(mode, &config, &mut out).await },
-    )
+    lab_kit::cli::run_lab::<Config>()
 }

@@ -17,7 +17,7 @@ use serde::Serialize;
 use tokio::time::Instant;
 
 use crate::{
-    HealthConfig, LivenessCheck,
+    Config, LivenessCheck,
     app::{ServiceState, app},
     dependency::{self, SlowWindow},
     kubelet::{KubeletProbe, ProbeKind, ProbeLog, run_prober},
@@ -39,7 +39,7 @@ impl ProbedCheck {
     ];
 
     /// The probe as a pod spec would declare it.
-    pub fn probe(self, config: &HealthConfig) -> KubeletProbe {
+    pub fn probe(self, config: &Config) -> KubeletProbe {
         let millis = Duration::from_millis;
         match self {
             ProbedCheck::Liveness(check) => KubeletProbe {
@@ -139,7 +139,7 @@ pub struct DependencySummary {
 }
 
 /// Runs the experiment and writes its records.
-pub async fn run(config: &HealthConfig, out: &mut Output) -> Result<()> {
+pub async fn run(config: &Config, out: &mut Output) -> Result<()> {
     // The probers start a moment from now, once both servers listen; every
     // time in the records counts from there.
     let lead = Duration::from_millis(100);
@@ -207,7 +207,7 @@ pub async fn run(config: &HealthConfig, out: &mut Output) -> Result<()> {
 /// Every probe as a segment on its prober's row, the dependency's slow
 /// window, and each time the pod was out of rotation.
 fn write_timeline(
-    config: &HealthConfig,
+    config: &Config,
     logs: &[(ProbedCheck, ProbeLog)],
     t0_ms: f64,
     out: &mut Output,
@@ -275,7 +275,7 @@ pub(crate) fn out_of_rotation(
 }
 
 fn liveness_summary(
-    config: &HealthConfig,
+    config: &Config,
     check: ProbedCheck,
     log: &ProbeLog,
     relative: impl Fn(f64) -> f64,
@@ -293,7 +293,7 @@ fn liveness_summary(
 }
 
 fn readiness_summary(
-    config: &HealthConfig,
+    config: &Config,
     log: &ProbeLog,
     relative: impl Fn(f64) -> f64,
 ) -> ReadinessSummary {

@@ -3,7 +3,8 @@
 
 use std::time::Duration;
 
-use lab_kit::Mode;
+use anyhow::Result;
+use lab_kit::{Lab, Mode, Output, lab::Subcommand};
 use serde::{Deserialize, Serialize};
 
 use crate::backend::BackendKind;
@@ -12,7 +13,7 @@ use crate::backend::BackendKind;
 /// lab runs them divided by `time_scale`. `link_delay_ms`, the traffic rates
 /// and `traffic_s` are the lab's own clock.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct KeepaliveConfig {
+pub struct Config {
     /// Production seconds per lab second (50: a 60 s timeout runs as 1.2 s).
     pub time_scale: f64,
     /// The balancer's idle timeout (AWS ALB's default: 60 s).
@@ -44,8 +45,16 @@ const QUICK_RATES: [f64; 12] = [
     0.75, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 16.0, 32.0, 64.0, 128.0,
 ];
 
-impl KeepaliveConfig {
-    pub fn for_mode(mode: Mode) -> KeepaliveConfig {
+impl Lab for Config {
+    const MANIFEST: &str = include_str!("../Cargo.toml");
+
+    const SUBCOMMANDS: &[Subcommand] = &[Subcommand::new(
+        "probe",
+        "when does any HTTP/1.1 server close an idle connection (probe --help)",
+        crate::probe::probe_main,
+    )];
+
+    fn for_mode(mode: Mode) -> Config {
         // Why these numbers (the 502 test must pass 20 runs out of 20):
         //
         // Through the balancer, a request is lost when it leaves after the
@@ -67,7 +76,7 @@ impl KeepaliveConfig {
         // more than the scheduling hiccups of a busy 2-core machine.
         // Full mode is ten times slower than quick: every timeout five times
         // longer in lab seconds, the link delay with it, rates five times lower.
-        KeepaliveConfig {
+        Config {
             time_scale: mode.pick(50.0, 10.0),
             balancer_idle_s: 60.0,
             backend_below_idle_s: 30.0,
@@ -85,6 +94,16 @@ impl KeepaliveConfig {
         }
     }
 
+    fn time_scale(&self) -> f64 {
+        self.time_scale
+    }
+
+    async fn run(&self, out: &mut Output) -> Result<()> {
+        crate::run(self, out).await
+    }
+}
+
+impl Config {
     /// A production duration on the lab's clock.
     pub fn lab(&self, production_s: f64) -> Duration {
         Duration::from_secs_f64(production_s / self.time_scale)

@@ -13,7 +13,7 @@ use seeded_rng::SplitMix64;
 use serde::Serialize;
 
 use crate::{
-    KeepaliveConfig,
+    Config,
     access_log::AccessLine,
     backend::{Backend, BackendKind},
     balancer::{PoolingBalancer, PoolingBalancerConfig, PoolingBalancerStats},
@@ -34,7 +34,7 @@ lab_kit::series! {
 
 impl Case {
     /// The backend's idle timeout in this case, production seconds.
-    pub fn backend_idle_s(self, config: &KeepaliveConfig) -> f64 {
+    pub fn backend_idle_s(self, config: &Config) -> f64 {
         match self {
             Case::BackendBelow => config.backend_below_idle_s,
             Case::BackendAbove => config.backend_above_idle_s,
@@ -83,7 +83,7 @@ pub struct Stack {
 }
 
 impl Stack {
-    pub async fn spawn(config: &KeepaliveConfig, case: Case) -> Result<Stack> {
+    pub async fn spawn(config: &Config, case: Case) -> Result<Stack> {
         let backend = Backend::spawn(BackendKind::HyperTimer {
             header_read_timeout: config.lab(case.backend_idle_s(config)),
         })
@@ -130,12 +130,7 @@ async fn one_request(balancer: SocketAddr) -> Option<u16> {
 }
 
 /// Open-loop Poisson traffic at `rate` for `duration` through a fresh stack.
-pub async fn run_rate(
-    config: &KeepaliveConfig,
-    case: Case,
-    rate: f64,
-    seed: u64,
-) -> Result<RatePoint> {
+pub async fn run_rate(config: &Config, case: Case, rate: f64, seed: u64) -> Result<RatePoint> {
     ensure!(rate > 0.0, "rates must be positive");
     let stack = Stack::spawn(config, case).await?;
     let duration = Duration::from_secs_f64(config.traffic_s);
@@ -206,7 +201,7 @@ pub struct CaseTotals {
 }
 
 /// Both cases, every rate, all at once. Returns the points by case.
-pub async fn day_and_night(config: &KeepaliveConfig) -> Result<Vec<(Case, Vec<RatePoint>)>> {
+pub async fn day_and_night(config: &Config) -> Result<Vec<(Case, Vec<RatePoint>)>> {
     let seed_base = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|elapsed| elapsed.as_nanos() as u64)
@@ -299,7 +294,7 @@ fn percent(part: u64, whole: u64) -> f64 {
 }
 
 /// Sums one case's points.
-pub fn totals(config: &KeepaliveConfig, case: Case, points: &[RatePoint]) -> CaseTotals {
+pub fn totals(config: &Config, case: Case, points: &[RatePoint]) -> CaseTotals {
     let mut totals = CaseTotals {
         backend_idle_s: case.backend_idle_s(config),
         balancer_idle_s: config.balancer_idle_s,

@@ -2,7 +2,7 @@
 //! and the 502 that follows when the backend does.
 //!
 //! Three experiments, all on 127.0.0.1, with time compressed by
-//! [`KeepaliveConfig::time_scale`] (production seconds divided by the scale
+//! [`Config::time_scale`] (production seconds divided by the scale
 //! are the lab's seconds), one module each:
 //!
 //! 1. [`who_closes_first`]: a naive client reuses a connection after a gap.
@@ -27,19 +27,17 @@ pub mod who_closes_first;
 pub mod wire;
 
 use anyhow::{Context, Result};
-use lab_kit::{Meta, Mode, Output, Series};
+use lab_kit::{Output, Series};
 
 pub use crate::{
-    config::KeepaliveConfig,
+    config::Config,
     day_and_night::{Case, day_and_night, totals},
     reqwest_race::reqwest_race,
     who_closes_first::{Reuse, reuse_after, who_closes_first},
 };
 
 /// Every experiment, as records on `out`.
-pub async fn run(mode: Mode, config: &KeepaliveConfig, out: &mut Output) -> Result<()> {
-    let meta = Meta::describe(lab_kit::slug!(), mode, config.time_scale, config)?;
-    out.write_meta(meta)?;
+async fn run(config: &Config, out: &mut Output) -> Result<()> {
     eprintln!(
         "keepalive-race: time compressed {}x (a 60 s timeout runs as {:?})",
         config.time_scale,
@@ -104,17 +102,5 @@ where
 /// took 8 to 24 s to compile; with it here, under half a second
 /// (ARCHITECTURE.md, "Timings and build profiles").
 pub fn main() -> std::process::ExitCode {
-    let arguments: Vec<String> = std::env::args().skip(1).collect();
-    if arguments.first().map(String::as_str) == Some("probe") {
-        // A verdict on stdout and exit 0, or one error line and exit 2.
-        return lab_kit::cli::run_subcommand(
-            concat!(env!("CARGO_PKG_NAME"), " probe"),
-            crate::probe::run_probe(&arguments[1..]),
-        );
-    }
-    lab_kit::cli::run_lab(
-        include_str!("../Cargo.toml"),
-        crate::KeepaliveConfig::for_mode,
-        |mode, config, mut out| async move { crate::run(mode, &config, &mut out).await },
-    )
+    lab_kit::cli::run_lab::<Config>()
 }

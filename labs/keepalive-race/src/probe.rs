@@ -8,6 +8,7 @@
 
 use std::{
     net::SocketAddr,
+    process::ExitCode,
     time::{Duration, Instant},
 };
 
@@ -286,6 +287,15 @@ pub async fn resolve_target(target: &str, allow_remote: bool) -> Result<SocketAd
         .or(addresses.first())
         .copied()
         .with_context(|| format!("{target:?} resolves to no address"))
+}
+
+/// The subcommand's `main`: a verdict on stdout and exit 0, or one error
+/// line and exit 2.
+pub fn probe_main(arguments: &[String]) -> ExitCode {
+    lab_kit::cli::run_subcommand(
+        concat!(env!("CARGO_PKG_NAME"), " probe"),
+        run_probe(arguments),
+    )
 }
 
 /// The whole subcommand: parse, resolve, probe, print the verdict.

@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use lab_kit::{Output, Series};
 use serde::Serialize;
 
-use crate::{KeepaliveConfig, backend::Backend, join_all, link_delay::LinkDelay};
+use crate::{Config, backend::Backend, join_all, link_delay::LinkDelay};
 
 /// One reused request from a reqwest client after a gap.
 #[derive(Debug, Clone, Serialize)]
@@ -58,7 +58,7 @@ lab_kit::series! {
 }
 
 /// reqwest straight to the backend, and through the link delay.
-pub async fn reqwest_race(config: &KeepaliveConfig, out: &mut Output) -> Result<()> {
+pub async fn reqwest_race(config: &Config, out: &mut Output) -> Result<()> {
     let idle = config.lab(config.backend_below_idle_s);
     let delay = config.link_delay();
     // Gaps from half the idle timeout to past the race window.

@@ -9,7 +9,7 @@ use lab_kit::{Output, Series};
 use serde::Serialize;
 
 use crate::{
-    KeepaliveConfig,
+    Config,
     backend::{Backend, BackendKind},
     join_all,
     probe::{IdleProbeConfig, probe},
@@ -101,7 +101,7 @@ pub struct IdleClose {
 
 /// The naive client against hyper (idle timeout = hyper's default,
 /// compressed) and `axum::serve`, plus the measured close time of each.
-pub async fn who_closes_first(config: &KeepaliveConfig, out: &mut Output) -> Result<()> {
+pub async fn who_closes_first(config: &Config, out: &mut Output) -> Result<()> {
     let idle = config.lab(config.backend_below_idle_s);
     let servers = [
         (config.hyper_below(), Some(config.backend_below_idle_s)),

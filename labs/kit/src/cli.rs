@@ -2,81 +2,42 @@
 //! multi-thread runtime under a hard time budget, print errors once, exit 2
 //! (through [`crate::exit`], the one error path).
 
-use std::{fmt, str::FromStr};
 #[cfg(feature = "runtime")]
 use std::{future::Future, process::ExitCode, time::Duration};
 
+use anyhow::Result;
 #[cfg(feature = "runtime")]
-use anyhow::Context;
-use anyhow::{Result, bail};
-use serde::{Deserialize, Serialize};
+use anyhow::{Context, bail};
 
 pub use crate::settings::Settings;
 
-use crate::flags::Opt;
+use crate::{flags::Opt, mode::Mode};
 
 #[cfg(feature = "runtime")]
-use crate::{exit, output::Output};
-
-/// How long and how thoroughly a lab measures.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Mode {
-    /// Seconds: for tests and the default book build.
-    Quick,
-    /// Closer to production time scales and sample sizes.
-    Full,
-}
-
-impl Mode {
-    /// The value for this mode: `time_scale: mode.pick(50.0, 10.0)` keeps a
-    /// setting's two values beside its name.
-    pub fn pick<T>(self, quick: T, full: T) -> T {
-        match self {
-            Mode::Quick => quick,
-            Mode::Full => full,
-        }
-    }
-}
-
-impl fmt::Display for Mode {
-    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-        formatter.write_str(match self {
-            Mode::Quick => "quick",
-            Mode::Full => "full",
-        })
-    }
-}
-
-impl FromStr for Mode {
-    type Err = anyhow::Error;
-    fn from_str(text: &str) -> Result<Mode> {
-        match text {
-            "quick" | "--quick" => Ok(Mode::Quick),
-            "full" | "--full" => Ok(Mode::Full),
-            other => bail!("unknown mode {other:?} (expected quick or full)"),
-        }
-    }
-}
+use crate::{
+    exit,
+    lab::{self, Lab},
+    output::Output,
+};
 
 pub use crate::manifest::LabInfo;
 
-/// The `main` of a lab: parses the command line, builds the lab's settings
-/// for the mode (`settings(mode)`) with the `--set` changes applied, and runs
-/// `lab` with them and an [`Output`] on stdout; `--settings` prints the
-/// settings instead. Every failure, a bad setting or a blown budget
-/// included, becomes one line on stderr and exit code 2.
+/// The `main` of a lab: a [`lab::Subcommand`] when the first word names one;
+/// otherwise parses the command line, builds the lab's settings for the mode
+/// ([`Lab::for_mode`]) with the `--set` changes applied, and runs the lab
+/// with them on stdout, its meta record first ([`lab::run`]); `--settings`
+/// prints the settings instead. Every failure, a bad setting or a blown
+/// budget included, becomes one line on stderr and exit code 2.
 #[cfg(feature = "runtime")]
-pub fn run_lab<C, F, Fut>(manifest: &str, settings: impl FnOnce(Mode) -> C, lab: F) -> ExitCode
-where
-    C: Serialize + serde::de::DeserializeOwned,
-    F: FnOnce(Mode, C, Output) -> Fut,
-    Fut: Future<Output = Result<()>>,
-{
-    match LabInfo::from_manifest(manifest) {
+pub fn run_lab<L: Lab>() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if let Some(subcommand) = lab::subcommand::<L>(&args) {
+        return (subcommand.main)(&args[1..]);
+    }
+    match LabInfo::from_manifest(L::MANIFEST) {
         Ok(info) => exit::exit_code(
             &format!("lab-{}", info.slug),
-            parse_and_run(&info, settings, lab),
+            parse_and_run::<L>(&info, &args),
         ),
         Err(error) => exit::exit_code("lab", Err(error)),
     }
@@ -99,24 +60,9 @@ pub fn run_subcommand(program: &str, work: impl Future<Output = Result<()>>) -> 
 }
 
 #[cfg(feature = "runtime")]
-fn parse_and_run<C, F, Fut>(info: &LabInfo, settings: impl FnOnce(Mode) -> C, lab: F) -> Result<()>
-where
-    C: Serialize + serde::de::DeserializeOwned,
-    F: FnOnce(Mode, C, Output) -> Fut,
-    Fut: Future<Output = Result<()>>,
-{
-    let Some(command) = parse_command_line(&std::env::args().skip(1).collect::<Vec<_>>())? else {
-        println!(
-            "lab-{}: {}\n\nUsage: lab-{} [options]\n\n\
-             Prints JSON Lines records to stdout and progress to stderr; a run\n\
-             takes at most {:?} (quick) or {:?} (full).\n\n{}",
-            info.slug,
-            info.about,
-            info.slug,
-            info.quick_budget,
-            info.full_budget,
-            crate::flags::help(&LAB_FLAGS, 0).trim_end()
-        );
+fn parse_and_run<L: Lab>(info: &LabInfo, args: &[String]) -> Result<()> {
+    let Some(command) = parse_command_line(args)? else {
+        println!("{}", usage::<L>(info));
         return Ok(());
     };
     let LabCommandLine {
@@ -125,7 +71,7 @@ where
         name,
         print_settings,
     } = command;
-    let config = changes.apply(settings(mode))?;
+    let config = changes.apply(L::for_mode(mode))?;
     if print_settings {
         for line in crate::settings::lines(&config)? {
             println!("{line}");
@@ -140,8 +86,9 @@ where
         .build()
         .context("starting the tokio runtime")?;
     let outcome = runtime.block_on(async {
-        let out = Output::stdout().with_settings(&changes).with_name(name);
-        within_budget(budget, crate::batch::waited, lab(mode, config, out))
+        let mut out = Output::stdout().with_settings(&changes).with_name(name);
+        let run = lab::run(&info.slug, mode, &config, &mut out);
+        within_budget(budget, crate::batch::waited, run)
             .await
             .unwrap_or_else(|| bail!("did not finish within its {budget:?} budget ({mode} mode)"))
     });
@@ -149,6 +96,33 @@ where
     // keep the process alive: give them a moment, then drop them.
     runtime.shutdown_timeout(Duration::from_millis(500));
     outcome
+}
+
+/// A lab's `--help`: what it is, its flags, and the subcommands people type.
+#[cfg(feature = "runtime")]
+fn usage<L: Lab>(info: &LabInfo) -> String {
+    let slug = &info.slug;
+    let mut text = format!(
+        "lab-{slug}: {}\n\nUsage: lab-{slug} [options]\n\n\
+         Prints JSON Lines records to stdout and progress to stderr; a run\n\
+         takes at most {:?} (quick) or {:?} (full).\n\n{}",
+        info.about,
+        info.quick_budget,
+        info.full_budget,
+        crate::flags::help(&LAB_FLAGS, 0)
+    );
+    let listed: Vec<Opt> = L::SUBCOMMANDS
+        .iter()
+        .filter(|subcommand| subcommand.listed())
+        .map(|subcommand| Opt::switch(subcommand.name, subcommand.about))
+        .collect();
+    if !listed.is_empty() {
+        text.push_str(&format!(
+            "\nSubcommands (lab-{slug} <subcommand> ...):\n{}",
+            crate::flags::help(&listed, 2)
+        ));
+    }
+    text.trim_end().to_string()
 }
 
 /// Runs `work` until it ends, or `None` once it has worked `budget`: the time
@@ -289,13 +263,5 @@ mod tests {
         let started = std::time::Instant::now();
         assert_eq!(within_budget(budget, waited, nap(5_000)).await, None);
         assert!(started.elapsed() < Duration::from_secs(3));
-    }
-
-    #[test]
-    fn modes_parse_and_print() {
-        assert_eq!("quick".parse::<Mode>().unwrap(), Mode::Quick);
-        assert_eq!("--full".parse::<Mode>().unwrap(), Mode::Full);
-        assert!("slow".parse::<Mode>().is_err());
-        assert_eq!(Mode::Full.to_string(), "full");
     }
 }

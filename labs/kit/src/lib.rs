@@ -4,7 +4,8 @@
 //! second process (a guarded child, one clock for both, `--flag value` pairs).
 //!
 //! A lab is a program that prints JSON Lines to stdout (see [`record`]) and its
-//! progress to stderr. [`cli::run_lab`] is the `main` every lab uses.
+//! progress to stderr. A lab's `Config` implements [`Lab`], and
+//! [`cli::run_lab`] is the `main` every lab uses.
 
 pub mod batch;
 pub mod binary;
@@ -19,6 +20,7 @@ pub mod concurrently;
 pub mod exit;
 pub mod flags;
 pub mod gauge;
+pub mod lab;
 #[cfg(feature = "runtime")]
 pub mod listener;
 // Compiled into the build script too; the xtask's "How we know" appendix
@@ -26,6 +28,7 @@ pub mod listener;
 pub mod lockfile;
 pub mod machine;
 pub mod manifest;
+pub mod mode;
 #[cfg(feature = "runtime")]
 pub mod net;
 #[cfg(feature = "runtime")]
@@ -45,7 +48,8 @@ pub mod stats;
 pub mod stream;
 pub mod time;
 
-pub use cli::Mode;
+pub use lab::Lab;
+pub use mode::Mode;
 
 /// Set (to anything) in a test's environment when it may take long in real
 /// time: `cargo xtask test` sets it for the tests a manifest names under

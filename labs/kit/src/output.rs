@@ -3,13 +3,10 @@
 
 use std::io::{self, Write};
 
-use anyhow::{Context, Result, ensure};
+use anyhow::{Context, Result};
 use serde::Serialize;
 
-use crate::{
-    cli::Mode,
-    record::{Meta, Point, Record, check, to_fields},
-};
+use crate::record::{Meta, Point, Record, check, to_fields};
 
 /// Where a lab's records go: stdout (flushed a line at a time, so the xtask
 /// sees progress and a killed lab leaves whole lines), and a copy in memory so
@@ -74,33 +71,6 @@ impl Output {
             Some(Record::Meta(meta)) => Some(&**meta),
             _ => None,
         }
-    }
-
-    /// Runs a lab's `run` in quick mode with `config`, keeping its records:
-    /// for the labs' in-process tests. The run's own error is returned, and so
-    /// is a first record that is not this lab's quick-mode meta with `config`
-    /// as its parameters.
-    pub async fn quick_run<C: Serialize>(
-        lab: &str,
-        config: &C,
-        run: impl AsyncFnOnce(Mode, &C, &mut Output) -> Result<()>,
-    ) -> Result<Output> {
-        let mut out = Output::collect();
-        run(Mode::Quick, config, &mut out)
-            .await
-            .with_context(|| format!("the quick run of {lab}"))?;
-        let meta = out.meta().context("the first record is not meta")?;
-        ensure!(
-            meta.lab == lab,
-            "meta names lab {:?}, not {lab:?}",
-            meta.lab
-        );
-        ensure!(meta.mode == Mode::Quick, "meta says mode {:?}", meta.mode);
-        ensure!(
-            meta.params == to_fields(config)?,
-            "meta's params are not the config the run was given"
-        );
-        Ok(out)
     }
 
     /// Every sample of one series, in order.

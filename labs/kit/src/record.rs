@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use anyhow::{Context, Result, bail, ensure};
 use serde::{Deserialize, Serialize};
 
-use crate::{cli::Mode, machine::Machine};
+use crate::{machine::Machine, mode::Mode};
 
 /// One line of a lab's output.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -16,7 +16,7 @@ use tower::{Layer, ServiceExt, util::BoxCloneSyncService};
 use tower_resilience_circuitbreaker::{CircuitBreakerError, CircuitBreakerLayer};
 
 use crate::{
-    OverloadConfig,
+    Config,
     arrivals::open_loop,
     dependency::{Dependency, DependencyConfig},
     on_lab_clock,
@@ -240,7 +240,7 @@ async fn user_call(users: Arc<Users>, seed: u64) -> Through {
 }
 // ANCHOR_END: layering
 
-async fn breaker_case(setup: BreakerSetup, config: OverloadConfig) -> Result<BreakerOutcome> {
+async fn breaker_case(setup: BreakerSetup, config: Config) -> Result<BreakerOutcome> {
     let scale = config.time_scale;
     let lab = |production_s: f64| on_lab_clock(production_s, scale);
     let epoch = Instant::now();
@@ -323,7 +323,7 @@ async fn breaker_case(setup: BreakerSetup, config: OverloadConfig) -> Result<Bre
 }
 
 /// Every setup side by side, each with its own provider.
-pub async fn run_breakers(config: &OverloadConfig) -> Result<Vec<(BreakerSetup, BreakerOutcome)>> {
+pub async fn run_breakers(config: &Config) -> Result<Vec<(BreakerSetup, BreakerOutcome)>> {
     let config = config.clone();
     run_all(BreakerSetup::ALL, Series::series, move |setup| {
         breaker_case(setup, config.clone())

@@ -19,7 +19,7 @@ use tower::{
 };
 
 use crate::{
-    OverloadConfig,
+    Config,
     arrivals::open_loop,
     dependency::{Dependency, DependencyConfig},
     in_production, on_lab_clock,
@@ -130,7 +130,7 @@ fn tower_call(client: reqwest::Client, timeout: Duration, limit: usize) -> Concu
 }
 
 /// Every setup, side by side, each with its own two providers.
-pub async fn run_bulkheads(config: &OverloadConfig) -> Result<Vec<(Bulkhead, BulkheadOutcome)>> {
+pub async fn run_bulkheads(config: &Config) -> Result<Vec<(Bulkhead, BulkheadOutcome)>> {
     let config = config.clone();
     let results = run_all(Bulkhead::ALL, Series::series, move |setup| {
         let config = config.clone();
@@ -141,7 +141,7 @@ pub async fn run_bulkheads(config: &OverloadConfig) -> Result<Vec<(Bulkhead, Bul
 }
 
 /// One setup: both providers' users arrive for the whole run.
-pub async fn bulkhead_case(setup: Bulkhead, config: &OverloadConfig) -> Result<BulkheadOutcome> {
+pub async fn bulkhead_case(setup: Bulkhead, config: &Config) -> Result<BulkheadOutcome> {
     let scale = config.time_scale;
     let lab = |production_s: f64| on_lab_clock(production_s, scale);
     let epoch = Instant::now();
@@ -226,7 +226,7 @@ pub async fn bulkhead_case(setup: Bulkhead, config: &OverloadConfig) -> Result<B
 /// A provider that answers in `bulkhead_service_ms`; the flaky one (`slow`)
 /// hangs for `bulkhead_hang_s` between `bulkhead_slow_from_s` and
 /// `bulkhead_slow_until_s`.
-fn provider_config(config: &OverloadConfig, slow: bool) -> DependencyConfig {
+fn provider_config(config: &Config, slow: bool) -> DependencyConfig {
     let lab = |production_s: f64| on_lab_clock(production_s, config.time_scale);
     DependencyConfig {
         // Enough workers that a provider never queues: the lab is about the
@@ -249,7 +249,7 @@ fn provider_config(config: &OverloadConfig, slow: bool) -> DependencyConfig {
 /// provider (semaphores or tower's `ConcurrencyLimit`).
 fn slots_for(
     setup: Bulkhead,
-    config: &OverloadConfig,
+    config: &Config,
     client: &reqwest::Client,
     timeout: Duration,
 ) -> Slots {

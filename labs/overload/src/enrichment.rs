@@ -27,7 +27,7 @@ use serde::Serialize;
 use tokio::{task::JoinSet, time::Instant};
 
 use crate::{
-    OverloadConfig,
+    Config,
     dependency::RETRY_AFTER_S,
     guard::{GuardConfig, OutboundGuard},
     on_lab_clock,
@@ -147,7 +147,7 @@ async fn hung(State(provider): State<Arc<Hung>>) -> StatusCode {
 
 /// The guard's settings for one setup, on the lab's clock: each piece that
 /// is off gets a value under which it never acts.
-pub fn guard_config(setup: Enrichment, config: &OverloadConfig, seed: u64) -> GuardConfig {
+pub fn guard_config(setup: Enrichment, config: &Config, seed: u64) -> GuardConfig {
     let lab = |production_ms: f64| on_lab_clock(production_ms / 1000.0, config.guard_time_scale);
     let items = config.enrich_items;
     GuardConfig {
@@ -198,7 +198,7 @@ struct Item {
     took: Duration,
 }
 
-async fn enrichment_case(setup: Enrichment, config: OverloadConfig) -> Result<EnrichmentOutcome> {
+async fn enrichment_case(setup: Enrichment, config: Config) -> Result<EnrichmentOutcome> {
     let scale = config.guard_time_scale;
     let lab = |production_ms: f64| on_lab_clock(production_ms / 1000.0, scale);
     let limited_provider = Arc::new(Limited {
@@ -298,9 +298,7 @@ async fn enrichment_case(setup: Enrichment, config: OverloadConfig) -> Result<En
 }
 
 /// Every setup side by side, each with its own two providers and guards.
-pub async fn run_enrichment(
-    config: &OverloadConfig,
-) -> Result<Vec<(Enrichment, EnrichmentOutcome)>> {
+pub async fn run_enrichment(config: &Config) -> Result<Vec<(Enrichment, EnrichmentOutcome)>> {
     let config = config.clone();
     run_all(Enrichment::ALL, Series::series, move |setup| {
         enrichment_case(setup, config.clone())

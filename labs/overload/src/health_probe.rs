@@ -27,7 +27,7 @@ use serde::Serialize;
 use tokio::time::{Instant, MissedTickBehavior};
 
 use crate::{
-    OverloadConfig,
+    Config,
     arrivals::open_loop,
     on_lab_clock,
     retrying::{ClockedBreaker, lab_breaker},
@@ -240,7 +240,7 @@ fn first_closed_s(callers: &Callers, died_s: f64) -> Option<f64> {
         .reduce(f64::min)
 }
 
-async fn probe_case(case: ProbeCase, config: OverloadConfig) -> Result<ProbeOutcome> {
+async fn probe_case(case: ProbeCase, config: Config) -> Result<ProbeOutcome> {
     let scale = config.guard_time_scale;
     let lab = move |production_s: f64| on_lab_clock(production_s, scale);
     let service = lab(config.enrich_service_ms / 1000.0);
@@ -328,7 +328,7 @@ async fn probe_case(case: ProbeCase, config: OverloadConfig) -> Result<ProbeOutc
 }
 
 /// Every case side by side, each with its own upstream, probe and breaker.
-pub async fn run_probes(config: &OverloadConfig) -> Result<Vec<(ProbeCase, ProbeOutcome)>> {
+pub async fn run_probes(config: &Config) -> Result<Vec<(ProbeCase, ProbeOutcome)>> {
     let config = config.clone();
     run_all(ProbeCase::ALL, Series::series, move |case| {
         probe_case(case, config.clone())

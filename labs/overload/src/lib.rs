@@ -4,7 +4,7 @@
 //! its outage has gone (the storm).
 //!
 //! One module per experiment; every server is real, on 127.0.0.1 with a port
-//! the kernel picks, on a clock compressed by `OverloadConfig::time_scale`.
+//! the kernel picks, on a clock compressed by `Config::time_scale`.
 
 pub mod arrivals;
 pub mod breakers;
@@ -21,13 +21,13 @@ pub mod storm;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use lab_kit::{Meta, Mode, Output, stats::LatencySummary};
+use lab_kit::{Lab, Mode, Output, stats::LatencySummary};
 use serde::{Deserialize, Serialize};
 
 /// What one run measures. Every `_s` and `_ms` field is production time; the
 /// lab runs it divided by `time_scale`, and so multiplies every rate by it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct OverloadConfig {
+pub struct Config {
     /// How much faster than production the lab's clock runs in parts 1 to
     /// 4, and in the storm (whose request rates are the highest, so it runs
     /// closest to real time).
@@ -131,9 +131,11 @@ pub struct OverloadConfig {
     pub seed: u64,
 }
 
-impl OverloadConfig {
-    pub fn for_mode(mode: Mode) -> OverloadConfig {
-        OverloadConfig {
+impl Lab for Config {
+    const MANIFEST: &str = include_str!("../Cargo.toml");
+
+    fn for_mode(mode: Mode) -> Config {
+        Config {
             time_scale: mode.pick(4.0, 1.0),
             storm_time_scale: 1.0,
             bulkhead_rate_per_s: 20.0,
@@ -197,6 +199,16 @@ impl OverloadConfig {
         }
     }
 
+    fn time_scale(&self) -> f64 {
+        self.time_scale
+    }
+
+    async fn run(&self, out: &mut Output) -> Result<()> {
+        run(self, out).await
+    }
+}
+
+impl Config {
     /// Part 2's server: requests a second its workers finish, in production time.
     pub fn shedding_capacity_per_s(&self) -> f64 {
         self.shedding_workers as f64 / (self.shedding_service_ms / 1000.0)
@@ -220,9 +232,7 @@ pub fn in_production(summary: LatencySummary, time_scale: f64) -> LatencySummary
 }
 
 /// The whole lab, as records on `out`.
-pub async fn run(mode: Mode, config: &OverloadConfig, out: &mut Output) -> Result<()> {
-    let meta = Meta::describe(lab_kit::slug!(), mode, config.time_scale, config)?;
-    out.write_meta(meta)?;
+async fn run(config: &Config, out: &mut Output) -> Result<()> {
     // Parts 2 to 5 and 7 wait on timers at a few hundred requests a second,
     // so they run first, and beside the other labs when `cargo xtask book`
     // runs this one in its batch (`lab_kit::batch`). Parts 1 and 6 then run
@@ -288,7 +298,7 @@ type WaitingParts = (
 );
 
 /// Load shedding, then the breakers and their place beside the health probe.
-async fn waiting_parts(config: &OverloadConfig) -> Result<WaitingParts> {
+async fn waiting_parts(config: &Config) -> Result<WaitingParts> {
     let mut shedding = Output::collect();
     shedding::run_shedding(config, &mut shedding)
         .await
@@ -321,9 +331,5 @@ async fn waiting_parts(config: &OverloadConfig) -> Result<WaitingParts> {
 /// took 8 to 24 s to compile; with it here, under half a second
 /// (ARCHITECTURE.md, "Timings and build profiles").
 pub fn main() -> std::process::ExitCode {
-    lab_kit::cli::run_lab(
-        include_str!("../Cargo.toml"),
-        crate::OverloadConfig::for_mode,
-        |mode, config, mut out| async move { crate::run(mode, &config, &mut out).await },
-    )
+    lab_kit::cli::run_lab::<Config>()
 }

@@ -22,7 +22,7 @@ use serde::Serialize;
 use tokio::time::Instant;
 
 use crate::{
-    OverloadConfig,
+    Config,
     arrivals::open_loop,
     on_lab_clock,
     retrying::{Attempts, ClockedBreaker, full_jitter, lab_breaker},
@@ -90,7 +90,7 @@ impl PlacementCase {
 /// When the provider fails, in production seconds from the start: one hang,
 /// or a blip every `placement_blip_every_s` that ends a second before the
 /// run does (so the breaker's recovery after the last one is measured too).
-pub fn spells(shape: FailureShape, config: &OverloadConfig) -> Vec<(f64, f64)> {
+pub fn spells(shape: FailureShape, config: &Config) -> Vec<(f64, f64)> {
     match shape {
         FailureShape::Hangs => vec![(config.placement_hang_from_s, config.placement_hang_until_s)],
         FailureShape::Blips => {
@@ -248,7 +248,7 @@ async fn user_request(users: &Users, seed: u64) -> Ended {
 }
 // ANCHOR_END: placement
 
-async fn placement_case(case: PlacementCase, config: OverloadConfig) -> Result<PlacementOutcome> {
+async fn placement_case(case: PlacementCase, config: Config) -> Result<PlacementOutcome> {
     let scale = config.time_scale;
     let lab = |production_s: f64| on_lab_clock(production_s, scale);
     let epoch = Instant::now();
@@ -350,9 +350,7 @@ async fn placement_case(case: PlacementCase, config: OverloadConfig) -> Result<P
 }
 
 /// Every case side by side, each with its own provider and breaker.
-pub async fn run_placements(
-    config: &OverloadConfig,
-) -> Result<Vec<(PlacementCase, PlacementOutcome)>> {
+pub async fn run_placements(config: &Config) -> Result<Vec<(PlacementCase, PlacementOutcome)>> {
     let config = config.clone();
     run_all(PlacementCase::ALL, Series::series, move |case| {
         placement_case(case, config.clone())

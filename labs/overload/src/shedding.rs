@@ -29,7 +29,7 @@ use tokio::{sync::Semaphore, time::Instant};
 use tower::{ServiceBuilder, limit::GlobalConcurrencyLimitLayer};
 
 use crate::{
-    OverloadConfig,
+    Config,
     arrivals::open_loop,
     dependency::{Dependency, DependencyConfig, RETRY_AFTER_S},
     in_production, on_lab_clock,
@@ -150,7 +150,7 @@ async fn rate_limited(State(limited): State<Arc<Limited>>) -> impl IntoResponse 
 }
 // ANCHOR_END: token_bucket
 
-async fn start(kind: Shedding, config: &OverloadConfig) -> Result<Server> {
+async fn start(kind: Shedding, config: &Config) -> Result<Server> {
     let service = on_lab_clock(config.shedding_service_ms / 1000.0, config.time_scale);
     let workers = config.shedding_workers;
     let queueing = |work_outlives_caller| DependencyConfig {
@@ -197,7 +197,7 @@ enum Answer {
 }
 
 /// One server at one load: a fresh server, so no backlog carries over.
-async fn shed_point(kind: Shedding, offered_x: f64, config: OverloadConfig) -> Result<ShedPoint> {
+async fn shed_point(kind: Shedding, offered_x: f64, config: Config) -> Result<ShedPoint> {
     let server = start(kind, &config).await.context("starting the server")?;
     let scale = config.time_scale;
     let capacity_per_s = config.shedding_capacity_per_s();
@@ -264,7 +264,7 @@ pub struct ShedSummary {
 
 /// The sweep: at each load, the four servers side by side; then a summary
 /// of each server.
-pub async fn run_shedding(config: &OverloadConfig, out: &mut Output) -> Result<()> {
+pub async fn run_shedding(config: &Config, out: &mut Output) -> Result<()> {
     let mut sweeps: Vec<(Shedding, Vec<ShedPoint>)> = Shedding::ALL
         .iter()
         .map(|kind| (*kind, Vec::new()))

@@ -20,7 +20,7 @@ use serde::Serialize;
 use tokio::time::Instant;
 
 use crate::{
-    OverloadConfig,
+    Config,
     arrivals::open_loop,
     dependency::{Dependency, DependencyConfig},
     on_lab_clock,
@@ -182,10 +182,7 @@ async fn user(callers: Arc<Callers>, seed: u64) {
 }
 // ANCHOR_END: user
 
-async fn storm_case(
-    variant: Storm,
-    config: OverloadConfig,
-) -> Result<(Vec<StormBucket>, StormOutcome)> {
+async fn storm_case(variant: Storm, config: Config) -> Result<(Vec<StormBucket>, StormOutcome)> {
     let scale = config.storm_time_scale;
     let lab = |production_s: f64| on_lab_clock(production_s, scale);
     let epoch = Instant::now();
@@ -270,7 +267,7 @@ fn summarize(
     callers: &Callers,
     dependency: &Dependency,
     users: u64,
-    config: &OverloadConfig,
+    config: &Config,
 ) -> StormOutcome {
     let late: Vec<&StormBucket> = samples
         .iter()
@@ -316,7 +313,7 @@ fn summarize(
 }
 
 /// Every variant side by side, each with its own dependency.
-pub async fn run_storm(config: &OverloadConfig, out: &mut Output) -> Result<()> {
+pub async fn run_storm(config: &Config, out: &mut Output) -> Result<()> {
     let config = config.clone();
     let runs = run_all(Storm::ALL, Series::series, move |variant| {
         storm_case(variant, config.clone())

@@ -18,7 +18,7 @@ use axum::{Router, extract::Request, extract::State, routing::post};
 use lab_kit::{nginx::Nginx, server::spawn_axum};
 use serde::Serialize;
 
-use crate::{ServerTimeoutsConfig, stalled_client::RawConnection};
+use crate::{Config, stalled_client::RawConnection};
 
 lab_kit::series! {
     /// The way from the slow client to the backend.
@@ -124,7 +124,7 @@ async fn slow_upload(addr: SocketAddr, over: Duration) -> Result<(Instant, Durat
 
 /// One path: a backend of its own, the upload, and what the backend saw.
 async fn measure(
-    config: &ServerTimeoutsConfig,
+    config: &Config,
     path: BodyPath,
     client_to: SocketAddr,
     seen: Seen,
@@ -169,7 +169,7 @@ async fn measure(
 
 /// Every path nginx allows here, at once; only `direct` where nginx is not
 /// installed (with one line on stderr saying so).
-pub async fn buffering(config: &ServerTimeoutsConfig) -> Result<Vec<(BodyPath, HeldHandler)>> {
+pub async fn buffering(config: &Config) -> Result<Vec<(BodyPath, HeldHandler)>> {
     let seen: [Seen; 3] = Default::default();
     let mut backends = Vec::new();
     for log in &seen {

@@ -33,7 +33,7 @@ use tokio::{
 };
 
 use crate::{
-    ServerTimeoutsConfig,
+    Config,
     fd_server::{FdServer, FdServerArgs},
     servers::Hardening,
     stalled_client::{RawConnection, get_request},
@@ -185,7 +185,7 @@ async fn start(exe: &Path, args: &FdServerArgs) -> Result<ServerProcess> {
 /// got, and the descriptors it holds before any client (an error when that
 /// leaves no room for a slow client and the probe).
 async fn start_with_limit(
-    config: &ServerTimeoutsConfig,
+    config: &Config,
     server: FdServer,
     hardening: Hardening,
 ) -> Result<(ServerProcess, u64, u64)> {
@@ -206,7 +206,7 @@ async fn start_with_limit(
 
 /// One server through the schedule.
 pub async fn fill_one(
-    config: &ServerTimeoutsConfig,
+    config: &Config,
     server: FdServer,
     hardening: Hardening,
 ) -> Result<DescriptorExhaustion> {
@@ -327,7 +327,7 @@ fn verdict(status: Option<u16>, answered_while_held: bool) -> String {
 
 /// Both servers at once, and the lab process's own limits.
 pub async fn descriptors(
-    config: &ServerTimeoutsConfig,
+    config: &Config,
 ) -> Result<(ProcessLimits, Vec<(FdServer, DescriptorExhaustion)>)> {
     let hardening = Hardening {
         header_read_timeout: config.lab(config.hardened_header_read_s),

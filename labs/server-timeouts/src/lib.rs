@@ -4,7 +4,7 @@
 //!
 //! One experiment, [`server_defaults`]: every [`StalledClient`] against every
 //! [`ServerSetup`], all at once, on 127.0.0.1, with time compressed by
-//! [`ServerTimeoutsConfig::time_scale`]. In full mode it also watches hyper's
+//! [`Config::time_scale`]. In full mode it also watches hyper's
 //! own default, unconfigured and uncompressed ([`real_time_default`]). The
 //! servers are in [`servers`], the raw-socket clients in [`stalled_client`].
 //!
@@ -23,7 +23,7 @@ pub mod stalled_client;
 use std::{path::PathBuf, time::Duration};
 
 use anyhow::{Context, Result};
-use lab_kit::{Meta, Mode, Output, Series};
+use lab_kit::{Lab, Mode, Output, Series, lab::Subcommand};
 use serde::{Deserialize, Serialize};
 
 pub use crate::{
@@ -57,7 +57,7 @@ pub const HARDENED: Hardened = Hardened {
 /// What one run measures. Durations named `*_s` are production seconds; the
 /// lab runs them divided by `time_scale`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct ServerTimeoutsConfig {
+pub struct Config {
     /// Production seconds per lab second (50: a 60 s timeout runs as 1.2 s).
     pub time_scale: f64,
     /// The idle timeout of the balancer the hardened server sits behind
@@ -95,9 +95,17 @@ pub struct ServerTimeoutsConfig {
     pub fd_server_exe: PathBuf,
 }
 
-impl ServerTimeoutsConfig {
-    pub fn for_mode(mode: Mode) -> ServerTimeoutsConfig {
-        ServerTimeoutsConfig {
+impl Lab for Config {
+    const MANIFEST: &str = include_str!("../Cargo.toml");
+
+    const SUBCOMMANDS: &[Subcommand] = &[Subcommand::new(
+        crate::fd_server::SUBCOMMAND,
+        "a server the descriptors part starts, out of file descriptors",
+        crate::fd_server::fd_server_main,
+    )];
+
+    fn for_mode(mode: Mode) -> Config {
+        Config {
             time_scale: mode.pick(50.0, 10.0),
             balancer_idle_s: HARDENED.balancer_idle_s,
             hyper_header_read_s: 30.0,
@@ -114,6 +122,16 @@ impl ServerTimeoutsConfig {
         }
     }
 
+    fn time_scale(&self) -> f64 {
+        self.time_scale
+    }
+
+    async fn run(&self, out: &mut Output) -> Result<()> {
+        run(self, out).await
+    }
+}
+
+impl Config {
     /// A production duration on the lab's clock.
     pub fn lab(&self, production_s: f64) -> Duration {
         Duration::from_secs_f64(production_s / self.time_scale)
@@ -153,9 +171,7 @@ impl ServerTimeoutsConfig {
 }
 
 /// The experiment, as records on `out`.
-pub async fn run(mode: Mode, config: &ServerTimeoutsConfig, out: &mut Output) -> Result<()> {
-    let meta = Meta::describe(lab_kit::slug!(), mode, config.time_scale, config)?;
-    out.write_meta(meta)?;
+async fn run(config: &Config, out: &mut Output) -> Result<()> {
     eprintln!(
         "server-timeouts: time compressed {}x (a 60 s timeout runs as {:?}); watching each \
          connection for {} s of production time",
@@ -192,13 +208,5 @@ pub async fn run(mode: Mode, config: &ServerTimeoutsConfig, out: &mut Output) ->
 /// took 8 to 24 s to compile; with it here, under half a second
 /// (ARCHITECTURE.md, "Timings and build profiles").
 pub fn main() -> std::process::ExitCode {
-    let arguments: Vec<String> = std::env::args().skip(1).collect();
-    if arguments.first().map(String::as_str) == Some(crate::fd_server::SUBCOMMAND) {
-        return crate::fd_server::fd_server_main(&arguments[1..]);
-    }
-    lab_kit::cli::run_lab(
-        include_str!("../Cargo.toml"),
-        crate::ServerTimeoutsConfig::for_mode,
-        |mode, config, mut out| async move { crate::run(mode, &config, &mut out).await },
-    )
+    lab_kit::cli::run_lab::<Config>()
 }

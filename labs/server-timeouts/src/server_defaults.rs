@@ -9,7 +9,7 @@ use lab_kit::{Output, Series, concurrently::run_all};
 use serde::Serialize;
 
 use crate::{
-    ServerTimeoutsConfig,
+    Config,
     servers::ServerSetup,
     stalled_client::{StalledClient, WatchOutcome, watch},
 };
@@ -92,7 +92,7 @@ fn stalled_connection(
 
 /// Every client against every setup, all at once: one summary per
 /// connection, and one sample per connection for the chart.
-pub async fn server_defaults(config: &ServerTimeoutsConfig, out: &mut Output) -> Result<()> {
+pub async fn server_defaults(config: &Config, out: &mut Output) -> Result<()> {
     let window = config.lab(config.window_s);
     let mut servers = Vec::new();
     let mut cells = Vec::new();
@@ -147,7 +147,7 @@ pub async fn server_defaults(config: &ServerTimeoutsConfig, out: &mut Output) ->
 /// Full mode only: an idle connection to hyper with nothing configured,
 /// watched in real time for `real_default_window_s`, so that one row checks
 /// hyper's 30 s default itself and not a compressed copy. `None` in quick mode.
-pub async fn real_time_default(config: &ServerTimeoutsConfig) -> Result<Option<StalledConnection>> {
+pub async fn real_time_default(config: &Config) -> Result<Option<StalledConnection>> {
     if config.real_default_window_s <= 0.0 {
         return Ok(None);
     }

@@ -6,7 +6,8 @@ use std::{
     time::Duration,
 };
 
-use lab_kit::Mode;
+use anyhow::Result;
+use lab_kit::{Lab, Mode, Output, lab::Subcommand};
 use serde::{Deserialize, Serialize};
 
 use crate::balancer::ReadinessBalancerConfig;
@@ -45,7 +46,7 @@ pub mod production {
 
 /// What one run measures. Times in milliseconds, already scaled.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct ShutdownConfig {
+pub struct Config {
     /// Production time divided by lab time (25 means 30 s ran as 1.2 s).
     pub time_scale: f64,
     pub readiness_period_ms: u64,
@@ -84,12 +85,16 @@ pub struct ShutdownConfig {
     pub server_exe: PathBuf,
 }
 
-impl ShutdownConfig {
-    pub fn for_mode(mode: Mode) -> ShutdownConfig {
+impl Lab for Config {
+    const MANIFEST: &str = include_str!("../Cargo.toml");
+
+    const SUBCOMMANDS: &[Subcommand] = crate::SUBCOMMANDS;
+
+    fn for_mode(mode: Mode) -> Config {
         let time_scale: u64 = mode.pick(25, 5);
         let scaled = |millis: u64| millis / time_scale;
         let readiness_period_ms = scaled(production::READINESS_PERIOD_MS);
-        ShutdownConfig {
+        Config {
             time_scale: time_scale as f64,
             readiness_period_ms,
             drain_wait_ms: scaled(production::DRAIN_WAIT_MS),
@@ -122,6 +127,16 @@ impl ShutdownConfig {
         }
     }
 
+    fn time_scale(&self) -> f64 {
+        self.time_scale
+    }
+
+    async fn run(&self, out: &mut Output) -> Result<()> {
+        crate::run(self, out).await
+    }
+}
+
+impl Config {
     /// How the balancer in front of the server polls readiness.
     pub fn balancer(&self) -> ReadinessBalancerConfig {
         ReadinessBalancerConfig {
@@ -279,7 +294,7 @@ mod tests {
 
     #[test]
     fn quick_mode_scales_every_production_time_by_one_factor() {
-        let config = ShutdownConfig::for_mode(Mode::Quick);
+        let config = Config::for_mode(Mode::Quick);
         let scale = config.time_scale as u64;
         assert_eq!(
             config.termination_grace_ms * scale,

@@ -17,7 +17,7 @@ use lab_kit::{
 use tokio::{sync::watch, task::JoinSet};
 
 use crate::{
-    ShutdownConfig,
+    Config,
     app::written_ids,
     balancer::ReadinessBalancer,
     clients::{RequestSample, slow_request, steady_traffic, stream_client},
@@ -52,7 +52,7 @@ impl DeployCase {
 }
 
 /// Runs `case` once: start the backends, route traffic, deploy, check the database.
-pub async fn run_deploy(case: DeployCase, config: &ShutdownConfig) -> Result<Deploy> {
+pub async fn run_deploy(case: DeployCase, config: &Config) -> Result<Deploy> {
     let scratch = tempfile::tempdir().context("creating a temp dir")?;
     let files = ServerFiles::in_dir(scratch.path());
     let mut backends = Backends::start(case, config, &files).await?;
@@ -117,11 +117,7 @@ struct Backends {
 }
 
 impl Backends {
-    async fn start(
-        case: DeployCase,
-        config: &ShutdownConfig,
-        files: &ServerFiles,
-    ) -> Result<Backends> {
+    async fn start(case: DeployCase, config: &Config, files: &ServerFiles) -> Result<Backends> {
         let mut args: Vec<String> = vec![
             "__server".into(),
             "--style".into(),
@@ -195,11 +191,7 @@ struct Traffic {
 
 impl Traffic {
     /// Steady traffic and the streams, from now on.
-    fn start(
-        case: DeployCase,
-        config: &ShutdownConfig,
-        balancer: &ReadinessBalancer,
-    ) -> Result<Traffic> {
+    fn start(case: DeployCase, config: &Config, balancer: &ReadinessBalancer) -> Result<Traffic> {
         // `no_proxy`: the lab talks to 127.0.0.1 only, whatever the environment says.
         let client = reqwest::Client::builder()
             .no_proxy()
@@ -231,7 +223,7 @@ impl Traffic {
     }
 
     /// After the warm-up, the long requests that will be in flight at SIGTERM.
-    async fn send_slow_requests(&mut self, config: &ShutdownConfig, balancer: &ReadinessBalancer) {
+    async fn send_slow_requests(&mut self, config: &Config, balancer: &ReadinessBalancer) {
         let lead = Duration::from_millis(50);
         tokio::time::sleep(Duration::from_millis(config.warmup_ms).saturating_sub(lead)).await;
         let timeout = Duration::from_millis(config.slow_ms + config.termination_grace_ms + 1_000);
@@ -245,7 +237,7 @@ impl Traffic {
 
     /// Stops the clients and collects every request (bounded: a client that
     /// hangs fails the deploy rather than the lab's budget).
-    async fn finish(mut self, config: &ShutdownConfig) -> Result<Vec<RequestSample>> {
+    async fn finish(mut self, config: &Config) -> Result<Vec<RequestSample>> {
         let _ = self.stop.send(true);
         let limit = Duration::from_millis(config.request_timeout_ms + 2_000);
         let mut samples = self

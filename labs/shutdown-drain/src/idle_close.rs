@@ -18,7 +18,7 @@ use serde::Serialize;
 use tokio::sync::watch;
 
 use crate::{
-    ShutdownConfig,
+    Config,
     balancer::ReadinessBalancer,
     clients::{Outcome, RequestSample, steady_traffic},
     deploy::{ServerFiles, orchestrate, wait_for_port_file},
@@ -84,10 +84,7 @@ pub struct IdleCloseSummary {
 }
 
 /// Runs one deploy of `case` through the link delay.
-pub async fn run_idle_close(
-    case: BeforeClose,
-    config: &ShutdownConfig,
-) -> Result<IdleCloseSummary> {
+pub async fn run_idle_close(case: BeforeClose, config: &Config) -> Result<IdleCloseSummary> {
     let scratch = tempfile::tempdir().context("creating a temp dir")?;
     let files = ServerFiles::in_dir(scratch.path());
     let (readiness_503, connection_close) = case.signals();
@@ -193,7 +190,7 @@ struct Moments {
 
 fn summarize(
     case: BeforeClose,
-    config: &ShutdownConfig,
+    config: &Config,
     samples: &[RequestSample],
     moments: Moments,
     exit_code: i32,
@@ -237,9 +234,7 @@ fn summarize(
 }
 
 /// Every case at once (they wait on timers), in [`BeforeClose::ALL`]'s order.
-pub async fn idle_close_race(
-    config: &ShutdownConfig,
-) -> Result<Vec<(BeforeClose, IdleCloseSummary)>> {
+pub async fn idle_close_race(config: &Config) -> Result<Vec<(BeforeClose, IdleCloseSummary)>> {
     let config = config.clone();
     lab_kit::concurrently::run_all(
         BeforeClose::ALL,

@@ -32,12 +32,14 @@ pub mod timeline;
 /// path for the tests and tools that name `lab_shutdown_drain::child`.
 pub use lab_kit::child;
 
-pub use config::{ShutdownConfig, production, server_exe};
+pub use config::{Config, production, server_exe};
 pub use deploy::{DeployCase, run_deploy};
 pub use timeline::{Deploy, DeploySummary, write_deploy};
 
+use std::process::ExitCode;
+
 use anyhow::{Context, Result, ensure};
-use lab_kit::{Meta, Mode, Output, Series, net::closed_loopback_port};
+use lab_kit::{Output, Series, lab::Subcommand, net::closed_loopback_port};
 
 use crate::{
     idle_close::{BeforeClose, idle_close_race},
@@ -48,9 +50,7 @@ use crate::{
 
 /// The whole lab: every deploy as timeline samples and a summary, then the
 /// probe on the lab's own server, with and without a SIGTERM handler.
-pub async fn run(mode: Mode, config: &ShutdownConfig, out: &mut Output) -> Result<()> {
-    let meta = Meta::describe(lab_kit::slug!(), mode, config.time_scale, config)?;
-    out.write_meta(meta)?;
+async fn run(config: &Config, out: &mut Output) -> Result<()> {
     ensure!(
         config.hard_deadline_ms < config.termination_grace_ms,
         "the hard deadline must be below the orchestrator's grace period"
@@ -158,7 +158,7 @@ pub struct AtSigterm {
 /// Runs the probe on the lab's own server, as a user would run it on theirs.
 pub async fn probe_own_server(
     style: ShutdownStyle,
-    config: &ShutdownConfig,
+    config: &Config,
     in_flight: &AtSigterm,
 ) -> Result<ShutdownProbeReport> {
     let scratch = tempfile::tempdir().context("creating a temp dir")?;
@@ -196,32 +196,44 @@ pub async fn probe_own_server(
 /// opt-level 3 a second time: with `main` in the binary, each lab's binary
 /// took 8 to 24 s to compile; with it here, under half a second
 /// (ARCHITECTURE.md, "Timings and build profiles").
-pub fn main() -> std::process::ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    match args.first().map(String::as_str) {
+pub fn main() -> ExitCode {
+    lab_kit::cli::run_lab::<Config>()
+}
+
+/// The commands of the lab's binary besides the lab.
+const SUBCOMMANDS: &[Subcommand] = &[
+    Subcommand::new(
+        "probe",
+        "how any server shuts down behind a readiness balancer (probe --help)",
         // 0 clean, 1 a problem found, 2 could not probe (one error line).
-        Some("probe") => crate::probe::probe_main(&args[1..]).into(),
-        // Before any runtime: the namespace helper and the init are single
-        // threaded, as `unshare(CLONE_NEWUSER)` and `sigwaitinfo` need.
-        Some("__pid1") => helper_exit("pid 1", crate::init::pid1_main(&args[1..])),
-        Some("__init") => helper_exit("init", crate::init::init_main(&args[1..])),
-        Some("__server") => match crate::server::server_main(&args[1..]) {
-            // `process::exit`, not a return: a server that hit its deadline
-            // must not wait for the tasks it gave up on.
-            Ok(code) => std::process::exit(code),
-            Err(error) => lab_kit::exit::exit_code("server", Err(error)),
-        },
-        _ => lab_kit::cli::run_lab(
-            include_str!("../Cargo.toml"),
-            crate::ShutdownConfig::for_mode,
-            |mode, config, mut out| async move { crate::run(mode, &config, &mut out).await },
-        ),
+        |args| crate::probe::probe_main(args).into(),
+    ),
+    // Before any runtime: the namespace helper and the init are single
+    // threaded, as `unshare(CLONE_NEWUSER)` and `sigwaitinfo` need.
+    Subcommand::new(
+        "__pid1",
+        "a command as PID 1 of a new PID namespace",
+        |args| helper_exit("pid 1", crate::init::pid1_main(args)),
+    ),
+    Subcommand::new("__init", "the lab's tini-style init", |args| {
+        helper_exit("init", crate::init::init_main(args))
+    }),
+    Subcommand::new("__server", "the server each deploy starts", server_main),
+];
+
+/// `__server`: exits with the server's code, through `process::exit` and not
+/// a return: a server that hit its deadline must not wait for the tasks it
+/// gave up on.
+fn server_main(args: &[String]) -> ExitCode {
+    match crate::server::server_main(args) {
+        Ok(code) => std::process::exit(code),
+        Err(error) => lab_kit::exit::exit_code("server", Err(error)),
     }
 }
 
 /// Exits with a helper's code (its command's, passed on), or prints its
 /// error in one line and exits 2.
-fn helper_exit(program: &str, result: Result<i32>) -> std::process::ExitCode {
+fn helper_exit(program: &str, result: Result<i32>) -> ExitCode {
     match result {
         Ok(code) => lab_kit::exit::Exit::passed_on(Some(code)),
         Err(error) => lab_kit::exit::exit_code(program, Err(error)),

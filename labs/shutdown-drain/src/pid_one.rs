@@ -14,7 +14,7 @@ use serde::Serialize;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 use crate::{
-    ShutdownConfig,
+    Config,
     deploy::{ServerFiles, wait_for_port_file},
     events::{first, read_events},
     init::NAMESPACE_REFUSED,
@@ -82,7 +82,7 @@ pub struct PidOneSummary {
 
 /// Whether this machine lets the lab start a PID namespace (asking the same
 /// helper the starts use): `None` if it does, else the kernel's reason.
-pub async fn namespace_refused(config: &ShutdownConfig) -> Result<Option<String>> {
+pub async fn namespace_refused(config: &Config) -> Result<Option<String>> {
     let mut command = std::process::Command::new(&config.server_exe);
     command
         .args(["__pid1", "true"])
@@ -105,7 +105,7 @@ pub async fn namespace_refused(config: &ShutdownConfig) -> Result<Option<String>
 }
 
 /// Whether this machine lets the lab start a PID namespace.
-pub async fn namespaces_allowed(config: &ShutdownConfig) -> Result<bool> {
+pub async fn namespaces_allowed(config: &Config) -> Result<bool> {
     Ok(namespace_refused(config).await?.is_none())
 }
 
@@ -115,7 +115,7 @@ fn shell_quote(text: &str) -> String {
 }
 
 /// The command line of one start, program first.
-fn command_line(start: Start, config: &ShutdownConfig, files: &ServerFiles) -> Vec<String> {
+fn command_line(start: Start, config: &Config, files: &ServerFiles) -> Vec<String> {
     let exe = config.server_exe.display().to_string();
     let style = if start.server_handles_sigterm() {
         "full"
@@ -159,7 +159,7 @@ fn command_line(start: Start, config: &ShutdownConfig, files: &ServerFiles) -> V
 }
 
 /// Starts the server one way, waits until it listens, plays orchestrator.
-pub async fn run_start(start: Start, config: &ShutdownConfig) -> Result<PidOneSummary> {
+pub async fn run_start(start: Start, config: &Config) -> Result<PidOneSummary> {
     let scratch = tempfile::tempdir().context("creating a temp dir")?;
     let files = ServerFiles::in_dir(scratch.path());
     let line = command_line(start, config, &files);
@@ -266,7 +266,7 @@ fn group_alive(pgid: i32) -> bool {
 
 /// Every start the machine allows, side by side, in [`Start::ALL`]'s order;
 /// the namespace starts skipped with one line where the kernel refuses one.
-pub async fn pid_one(config: &ShutdownConfig) -> Result<Vec<(Start, PidOneSummary)>> {
+pub async fn pid_one(config: &Config) -> Result<Vec<(Start, PidOneSummary)>> {
     let refused = namespace_refused(config).await?;
     if let Some(reason) = &refused {
         eprintln!("shutdown-drain: PID 1 starts skipped: {reason}");

@@ -4,9 +4,9 @@
 //! built book is broken, and the code keeps the house rules (a `//!` line
 //! atop every file, no test switched off, a chapter shows only its own lab's
 //! data, no file over 500 lines, no function over 100 lines, no public type
-//! name defined twice), a sentence that compares quoted values is written as
-//! a claim, and every library fact the book marks has an entry and a test (or
-//! a source).
+//! name defined twice in one package), a sentence that compares quoted values
+//! is written as a claim, and every library fact the book marks has an entry
+//! and a test (or a source).
 
 use std::{
     collections::{BTreeMap, HashSet},
@@ -218,7 +218,7 @@ fn check_rust_files(sources: &[(String, String)], problems: &mut Problems) {
 
 /// The layout rules: every chapter shows only its own lab's data, no Rust
 /// file and no function is over its line limit, no public type name is
-/// defined twice.
+/// defined twice in one package.
 fn check_layout(
     project: &Project,
     chapters: &[PathBuf],

@@ -1,7 +1,9 @@
 //! Strict check: no public type name (`pub` or `pub(crate)` `struct`, `enum`,
-//! `trait` or `type`) is defined twice in the workspace, so a name found in
-//! an error, a chapter or a search means one thing (each lab's `Config` is
-//! its own `<Lab>Config`).
+//! `trait` or `type`) is defined twice in one package (its library, binaries
+//! and tests together), so a name means one thing wherever the package's code,
+//! errors and chapter use it. Across packages a name's path tells them apart,
+//! as Rust means it to: each lab's settings are its `Config`
+//! (`lab_dns::Config`, `lab_overload::Config`).
 
 use std::collections::BTreeMap;
 
@@ -33,9 +35,21 @@ fn definitions(source: &str) -> Vec<(&str, usize)> {
     found
 }
 
+/// The package a source belongs to: its folder (`labs/dns`,
+/// `exercises/kit`, `widgets/overload-sim`, `xtask`, `facts`), as the
+/// workspace's members are laid out.
+fn crate_of(path: &str) -> &str {
+    let mut ends = path.match_indices('/').map(|(index, _)| index);
+    let first = ends.next().unwrap_or(path.len());
+    match &path[..first] {
+        "labs" | "exercises" | "widgets" => &path[..ends.next().unwrap_or(path.len())],
+        _ => &path[..first],
+    }
+}
+
 /// Checks every source at once: `(path from the workspace root, text)`.
 pub(super) fn check(sources: &[(String, String)], problems: &mut Problems) {
-    let mut places: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    let mut places: BTreeMap<(&str, &str), Vec<String>> = BTreeMap::new();
     for (path, text) in sources {
         // An exercise's solution is the reader's file fixed: it defines the
         // same names on purpose, and the check compiles it as a module.
@@ -46,15 +60,15 @@ pub(super) fn check(sources: &[(String, String)], problems: &mut Problems) {
         }
         for (name, line) in definitions(text) {
             places
-                .entry(name)
+                .entry((crate_of(path), name))
                 .or_default()
                 .push(format!("{path}:{line}"));
         }
     }
-    for (name, places) in places {
+    for ((krate, name), places) in places {
         if places.len() > 1 {
             problems.add(format!(
-                "public type name {name} is defined {} times ({}): give each its own name",
+                "public type name {name} is defined {} times in {krate} ({}): give each its own name",
                 places.len(),
                 places.join(", ")
             ));
@@ -67,16 +81,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_public_name_defined_twice_is_named_with_its_places() {
+    fn a_public_name_defined_twice_in_one_crate_is_named_with_its_places() {
         let sources = [
             (
                 "labs/a/src/lib.rs",
                 "//! a\npub struct Config {\n}\nstruct Private;\n/// pub struct Doc\n",
             ),
             (
-                "labs/b/src/lib.rs",
-                "//! b\n\npub(crate) enum Config<T> { A(T) }\nstruct Private;\n",
+                "labs/a/tests/a/main.rs",
+                "//! a's tests\n\npub(crate) enum Config<T> { A(T) }\nstruct Private;\n",
             ),
+            // Other packages' `Config`s: their paths tell them apart.
+            ("labs/b/src/config.rs", "//! b\npub struct Config;\n"),
+            ("xtask/src/y.rs", "//! y\npub struct Config;\n"),
             (
                 "xtask/src/x.rs",
                 "//! x\n    pub type Alias = u8;\npub trait Unique {}\n",
@@ -87,9 +104,14 @@ mod tests {
         let mut problems = Problems::default();
         check(&sources, &mut problems);
         assert_eq!(
+            crate_of("widgets/overload-sim/src/sim/config.rs"),
+            "widgets/overload-sim"
+        );
+        assert_eq!(crate_of("xtask/src/main.rs"), "xtask");
+        assert_eq!(
             problems.0,
             [
-                "public type name Config is defined 2 times (labs/a/src/lib.rs:2, labs/b/src/lib.rs:3): give each its own name"
+                "public type name Config is defined 2 times in labs/a (labs/a/src/lib.rs:2, labs/a/tests/a/main.rs:3): give each its own name"
             ]
         );
     }

@@ -7,14 +7,14 @@
 //! half the callers and half again full jitter's peak, and full jitter's at
 //! most 60 % (37 to 40 in every run seen, quiet or busy).
 
-use lab_backoff_jitter::{BackoffConfig, cap};
-use lab_kit::{Mode, Output};
+use lab_backoff_jitter::{Config, cap};
+use lab_kit::{Lab, Mode, Output};
 
 use crate::number;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_jitter_the_herd_arrives_together_at_the_cap() {
-    let config = BackoffConfig::for_mode(Mode::Quick);
+    let config = Config::for_mode(Mode::Quick);
     let mut out = Output::collect();
     cap::run(&config, &mut out)
         .await

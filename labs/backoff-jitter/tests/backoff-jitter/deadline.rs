@@ -6,14 +6,14 @@
 //! Margins: a busy machine makes calls slower, never faster, so the upper
 //! bounds get slack and the lower bounds none.
 
-use lab_backoff_jitter::{BackoffConfig, deadline};
-use lab_kit::{Mode, Output};
+use lab_backoff_jitter::{Config, deadline};
+use lab_kit::{Lab, Mode, Output};
 
 use crate::number;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deadline_bounds_the_series_and_refuses_a_wait_it_cannot_afford() {
-    let config = BackoffConfig::for_mode(Mode::Quick);
+    let config = Config::for_mode(Mode::Quick);
     let mut out = Output::collect();
     deadline::run(&config, &mut out)
         .await

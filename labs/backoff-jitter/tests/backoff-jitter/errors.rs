@@ -5,14 +5,14 @@
 //! resolver asks again itself); an NXDOMAIN fewer (its negative answer is
 //! cached). Counts, not timings: nothing here depends on the machine's speed.
 
-use lab_backoff_jitter::{BackoffConfig, errors};
-use lab_kit::{Mode, Output};
+use lab_backoff_jitter::{Config, errors};
+use lab_kit::{Lab, Mode, Output};
 
 use crate::number;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn final_answers_are_sent_once_and_transient_failures_retried() {
-    let config = BackoffConfig::for_mode(Mode::Quick);
+    let config = Config::for_mode(Mode::Quick);
     let mut out = Output::collect();
     errors::run(&config, &mut out).await.expect("the part runs");
     let attempts = |kind: &str| number(&out, &format!("errors/{kind}"), "attempts_per_call");

@@ -2,8 +2,8 @@
 //! deterministic and keeps the published ordering, the live scenarios and the
 //! chain show their mechanisms, and the library table is filled from the run.
 
-use lab_backoff_jitter::{BackoffConfig, run, simulation};
-use lab_kit::{Mode, Output, record::Point};
+use lab_backoff_jitter::{Config, simulation};
+use lab_kit::{Lab, Mode, Output, record::Point};
 
 fn number(point: &Point, field: &str) -> f64 {
     point
@@ -13,7 +13,7 @@ fn number(point: &Point, field: &str) -> f64 {
 
 #[test]
 fn the_simulation_half_is_deterministic() {
-    let config = BackoffConfig::for_mode(Mode::Quick);
+    let config = Config::for_mode(Mode::Quick);
     let mut first = Output::collect();
     let mut second = Output::collect();
     simulation(&config, &mut first).expect("simulates");
@@ -23,8 +23,8 @@ fn the_simulation_half_is_deterministic() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn quick_run_shows_every_mechanism() -> anyhow::Result<()> {
-    let config = BackoffConfig::for_mode(Mode::Quick);
-    let out = Output::quick_run(lab_kit::slug!(), &config, run).await?;
+    let config = Config::for_mode(Mode::Quick);
+    let out = lab_kit::lab::quick_run(&config).await?;
     let summary = |series: &str| {
         out.summary(series)
             .unwrap_or_else(|| panic!("no summary for {series}"))

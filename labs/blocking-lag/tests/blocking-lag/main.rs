@@ -9,7 +9,7 @@ mod units;
 
 use std::{path::PathBuf, process::Stdio, time::Duration};
 
-use lab_blocking_lag::{BlockingConfig, HandlerSetup, Measured, measure, summary::HandlerSummary};
+use lab_blocking_lag::{Config, HandlerSetup, Measured, measure, summary::HandlerSummary};
 
 /// The variants share two cores; run them one at a time even though the test
 /// harness runs tests on parallel threads.
@@ -25,7 +25,7 @@ fn lab_binary() -> PathBuf {
 async fn measure_named(name: &str) -> Measured {
     let _one_at_a_time = SERIAL.lock().await;
     let variant = HandlerSetup::named(name).expect("a known variant");
-    let config = BlockingConfig::with_variants(ROWS, 200, &[variant], lab_binary());
+    let config = Config::with_variants(ROWS, 200, &[variant], lab_binary());
     let measured = measure(&variant, &config)
         .await
         .unwrap_or_else(|error| panic!("variant {name}: {error:#}"));

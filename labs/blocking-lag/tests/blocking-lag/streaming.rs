@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use lab_blocking_lag::{
-    BlockingConfig, Delivery, HandlerSetup,
+    Config, Delivery, HandlerSetup,
     report::build_report,
     report_server::ReportServerArgs,
     streaming::{ReportChild, stream_report},
@@ -35,7 +35,7 @@ fn summary_of(out: &Output, delivery: Delivery) -> &Point {
 #[tokio::test(flavor = "multi_thread")]
 async fn streaming_keeps_memory_flat_and_sends_the_first_byte_early() {
     let _one_at_a_time = SERIAL.lock().await;
-    let mut config = BlockingConfig::with_variants(ROWS, 200, &HandlerSetup::ALL, lab_binary());
+    let mut config = Config::with_variants(ROWS, 200, &HandlerSetup::ALL, lab_binary());
     (config.stream_rows, config.page_rows) = (ROWS, PAGE_ROWS);
     let out = Output::collect_part(&config, async |config, out| {
         stream_report(config, out).await

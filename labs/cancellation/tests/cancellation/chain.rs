@@ -5,14 +5,14 @@
 //! its queries by the edge's deadline.
 
 use lab_cancellation::{
-    CancellationConfig,
+    Config,
     chain::{ChainVariant, chain_case},
 };
-use lab_kit::Mode;
+use lab_kit::{Lab, Mode};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_propagated_deadline_stops_the_backend_by_the_edge_deadline() {
-    let config = CancellationConfig::for_mode(Mode::Quick);
+    let config = Config::for_mode(Mode::Quick);
     let fixed = chain_case(ChainVariant::FixedTimeouts, &config)
         .await
         .expect("the fixed chain runs");

@@ -4,12 +4,12 @@
 //! error rate, and the 499 log has a line for every request with the real
 //! errors alone as its 5xx.
 
-use lab_cancellation::{CancellationConfig, counting::run_counting};
-use lab_kit::Mode;
+use lab_cancellation::{Config, counting::run_counting};
+use lab_kit::{Lab, Mode};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_abort_is_a_499_not_a_500_and_not_a_missing_line() {
-    let config = CancellationConfig::for_mode(Mode::Quick);
+    let config = Config::for_mode(Mode::Quick);
     let counts = run_counting(&config).await.expect("the batch runs");
     let label = format!("{counts:#?}");
     let [trace, as_500, as_499] = counts.as_slice() else {

@@ -7,15 +7,15 @@
 use std::sync::Arc;
 
 use lab_cancellation::{
-    CancellationConfig,
+    Config,
     db::SlowDatabase,
     leave::{LeaveSetup, LeaveVariant, leave_case},
 };
-use lab_kit::Mode;
+use lab_kit::{Lab, Mode};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn work_stops_when_the_client_leaves_only_where_the_request_owns_it() {
-    let config = CancellationConfig::for_mode(Mode::Quick);
+    let config = Config::for_mode(Mode::Quick);
     let database = Arc::new(SlowDatabase::open(config.pool_size).expect("the database opens"));
     for setup in LeaveSetup::all() {
         let variant = setup.variant;

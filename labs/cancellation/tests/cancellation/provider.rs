@@ -4,12 +4,12 @@
 //! spawned request, or a provider that spawns its work, lets the hung
 //! requests pile up at the provider.
 
-use lab_cancellation::{CancellationConfig, provider::run_provider};
-use lab_kit::Mode;
+use lab_cancellation::{Config, provider::run_provider};
+use lab_kit::{Lab, Mode};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dropping_the_request_keeps_the_provider_within_the_bulkhead() {
-    let config = CancellationConfig::for_mode(Mode::Quick);
+    let config = Config::for_mode(Mode::Quick);
     let views = run_provider(&config).await.expect("the clients run");
     let label = format!("{views:#?}");
     let bulkhead = config.provider_bulkhead as u64;

@@ -6,15 +6,15 @@
 use std::sync::Arc;
 
 use lab_cancellation::{
-    CancellationConfig,
+    Config,
     db::SlowDatabase,
     route_timeout::{RouteTimeout, route_case},
 };
-use lab_kit::Mode;
+use lab_kit::{Lab, Mode};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_route_timeout_answers_once_and_stops_only_what_it_owns() {
-    let config = CancellationConfig::for_mode(Mode::Quick);
+    let config = Config::for_mode(Mode::Quick);
     let database = Arc::new(SlowDatabase::open(config.pool_size).expect("the database opens"));
     for kind in RouteTimeout::ALL {
         let case = route_case(kind, Arc::clone(&database), &config)

@@ -5,15 +5,15 @@
 //! user's close to reach SQLite.
 
 use lab_cancellation::{
-    CancellationConfig,
+    Config,
     db::SlowDatabase,
     spiral::{SpiralVariant, spiral_variant},
 };
-use lab_kit::Mode;
+use lab_kit::{Lab, Mode};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn propagated_cancellation_beats_a_long_query_timeout() {
-    let config = CancellationConfig::for_mode(Mode::Quick);
+    let config = Config::for_mode(Mode::Quick);
     let speed = SlowDatabase::open(1)
         .expect("the query is timed")
         .rows_per_ms;

@@ -5,8 +5,8 @@
 //! sends fewer calls on time (the loop bursts to catch up) and closes
 //! sockets late, never the other way round.
 
-use lab_client_timeouts::{ClientTimeoutsConfig, cost};
-use lab_kit::{Mode, Output};
+use lab_client_timeouts::{Config, cost};
+use lab_kit::{Lab, Mode, Output};
 
 fn number(out: &Output, series: &str, field: &str) -> f64 {
     out.summary(series)
@@ -17,7 +17,7 @@ fn number(out: &Output, series: &str, field: &str) -> f64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiting_costs_sockets_and_memory_until_a_timeout_or_a_bulkhead_bounds_it() {
-    let mut config = ClientTimeoutsConfig::for_mode(Mode::Quick);
+    let mut config = Config::for_mode(Mode::Quick);
     config.cost_exe = env!("CARGO_BIN_EXE_lab-client-timeouts").into();
     let mut out = Output::collect();
     cost::run_cost(&config, &mut out)

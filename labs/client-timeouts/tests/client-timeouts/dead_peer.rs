@@ -3,14 +3,14 @@
 //! without seeing anything. The request after the watch shows the effect.
 
 use lab_client_timeouts::{
-    ClientTimeoutsConfig,
+    Config,
     dead_peer::{Watcher, watch_one},
 };
-use lab_kit::Mode;
+use lab_kit::{Lab, Mode};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_a_ping_or_the_pool_drops_a_frozen_peer() {
-    let config = ClientTimeoutsConfig::for_mode(Mode::Quick);
+    let config = Config::for_mode(Mode::Quick);
     let (tcp, ping, pool, defaults) = tokio::join!(
         watch_one(Watcher::TcpKeepalive, &config),
         watch_one(Watcher::Http2Ping, &config),

@@ -1,8 +1,8 @@
 //! The defaults the chapter's table states, held to the versions in
 //! Cargo.lock: if an upgrade changes one, this fails and the page must change.
 
-use lab_client_timeouts::{ClientTimeoutsConfig, defaults::run_defaults};
-use lab_kit::{Mode, Output, Value, record::Point};
+use lab_client_timeouts::{Config, defaults::run_defaults};
+use lab_kit::{Lab, Mode, Output, Value, record::Point};
 
 fn field<'a>(point: &'a Point, name: &str) -> &'a Value {
     point
@@ -13,7 +13,7 @@ fn field<'a>(point: &'a Point, name: &str) -> &'a Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_client_defaults_are_what_the_chapter_says() -> anyhow::Result<()> {
-    let config = ClientTimeoutsConfig::for_mode(Mode::Quick);
+    let config = Config::for_mode(Mode::Quick);
     let out = Output::collect_part(&config, run_defaults).await?;
     let summary = |series: &str| out.summary(series).expect(series).clone();
 

@@ -8,21 +8,21 @@
 use std::time::Duration;
 
 use lab_client_timeouts::{
-    ClientTimeoutsConfig,
+    Config,
     downstream::Shape,
     grid::{Setting, cell, run_grid},
     proxy,
     reuse::{Policy, check},
 };
-use lab_kit::Mode;
+use lab_kit::{Lab, Mode};
 
-fn config() -> ClientTimeoutsConfig {
-    ClientTimeoutsConfig::for_mode(Mode::Quick)
+fn config() -> Config {
+    Config::for_mode(Mode::Quick)
 }
 
 /// Slack on the lab's clock for a timer to fire and the run to notice, on a
 /// busy machine: a quarter of the lab's bound.
-fn margin(config: &ClientTimeoutsConfig) -> Duration {
+fn margin(config: &Config) -> Duration {
     config.lab(config.bound_s) / 4
 }
 

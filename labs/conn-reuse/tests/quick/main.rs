@@ -3,8 +3,8 @@
 //! a handshake (`quick/tls.rs`); a client per request fills the ports
 //! (`quick/ports.rs`).
 
-use lab_conn_reuse::{ReuseConfig, run};
-use lab_kit::{Mode, Output, record::Point};
+use lab_conn_reuse::Config;
+use lab_kit::{Lab, Mode, record::Point};
 
 mod ports;
 mod tls;
@@ -22,8 +22,8 @@ fn count(point: &Point, field: &str) -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn quick_run_shows_reuse_and_its_absence() -> anyhow::Result<()> {
     let _alone = ONE_AT_A_TIME.lock().await;
-    let config = ReuseConfig::for_mode(Mode::Quick);
-    let out = Output::quick_run(lab_kit::slug!(), &config, run).await?;
+    let config = Config::for_mode(Mode::Quick);
+    let out = lab_kit::lab::quick_run(&config).await?;
     let requests = config.requests as u64;
     let in_flight = config.in_flight as u64;
     let summary = |series: &str| {

@@ -7,11 +7,11 @@
 
 mod units;
 
-use lab_dns::{DnsConfig, blocking_pool, families, old_address, per_request, server_lookups};
-use lab_kit::Mode;
+use lab_dns::{Config, blocking_pool, families, old_address, per_request, server_lookups};
+use lab_kit::{Lab, Mode};
 
-fn config() -> DnsConfig {
-    DnsConfig::for_mode(Mode::Quick)
+fn config() -> Config {
+    Config::for_mode(Mode::Quick)
 }
 
 fn find<'a, T>(results: &'a [(String, T)], series: &str) -> &'a T {

@@ -10,8 +10,8 @@ use std::{
     time::{Duration, Instant},
 };
 
-use lab_doctor::DoctorConfig;
-use lab_kit::Mode;
+use lab_doctor::Config;
+use lab_kit::{Lab, Mode};
 
 const DOCTOR: &str = env!("CARGO_BIN_EXE_doctor");
 const SERVICES: &str = env!("CARGO_BIN_EXE_lab-doctor");
@@ -70,7 +70,7 @@ fn args(items: &[&str]) -> Vec<String> {
 /// The lab's arguments for one of its Rust services, as JSON: `checks`, or
 /// every check where it is empty.
 fn lab_args(service: &str, checks: &[&str]) -> Vec<String> {
-    let config = DoctorConfig::for_mode(Mode::Quick);
+    let config = Config::for_mode(Mode::Quick);
     let port = lab_kit::net::closed_loopback_port().unwrap();
     let command = args(&[
         SERVICES,

@@ -7,8 +7,8 @@
 //! plus one period; a fast probe gets twice the quick mode's timeout and a
 //! slow query stays well above that.
 
-use lab_health_checks::{HealthConfig, LivenessCheck, run};
-use lab_kit::{Mode, Output, Series};
+use lab_health_checks::{Config, LivenessCheck};
+use lab_kit::{Lab, Mode, Output, Series};
 
 fn number(out: &Output, series: &str, field: &str) -> f64 {
     out.summary(series)
@@ -17,8 +17,8 @@ fn number(out: &Output, series: &str, field: &str) -> f64 {
         .unwrap_or_else(|error| panic!("{error:#}"))
 }
 
-fn config() -> HealthConfig {
-    let mut config = HealthConfig::for_mode(Mode::Quick);
+fn config() -> Config {
+    let mut config = Config::for_mode(Mode::Quick);
     config.liveness_timeout_ms *= 2;
     config.readiness_timeout_ms *= 2;
     config.slow_query_ms = 3 * config.liveness_timeout_ms.max(config.readiness_timeout_ms);
@@ -28,7 +28,7 @@ fn config() -> HealthConfig {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_quick_run_measures_what_each_probe_decides() -> anyhow::Result<()> {
     let config = config();
-    let out = Output::quick_run(lab_kit::slug!(), &config, run).await?;
+    let out = lab_kit::lab::quick_run(&config).await?;
     assert_eq!(
         out.meta().map(|meta| meta.time_scale),
         Some(config.time_scale)

@@ -7,13 +7,13 @@ use std::{
 };
 
 use lab_keepalive_race::{
-    Case, KeepaliveConfig, Reuse,
+    Case, Config, Reuse,
     backend::{Backend, BackendKind},
     day_and_night,
     probe::{IdleProbeConfig, probe},
     reuse_after, totals,
 };
-use lab_kit::{Mode, net::closed_loopback_port};
+use lab_kit::{Lab, Mode, net::closed_loopback_port};
 use tokio::{io::AsyncWriteExt, net::TcpListener};
 
 const BIN: &str = env!("CARGO_BIN_EXE_lab-keepalive-race");
@@ -53,12 +53,12 @@ async fn naive_client_succeeds_well_below_the_close_time_and_fails_well_above() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn balancer_gives_502s_only_when_the_backend_closes_first() {
     // The lab's own quick configuration, so the test checks what the book
-    // shows. The parameters are argued in `KeepaliveConfig::for_mode`: about 27
+    // shows. The parameters are argued in `Config::for_mode`: about 27
     // racing gaps expected at the night rates (the chance of none is about
     // exp(-27)) and 360 ms of slack for the backend-above case. This test ran
     // 20 times in a row on the 2-core build machine while other engineers
     // compiled: 20 of 20 passed.
-    let config = KeepaliveConfig::for_mode(Mode::Quick);
+    let config = Config::for_mode(Mode::Quick);
     let cases = day_and_night(&config).await.unwrap();
     for (case, points) in &cases {
         let totals = totals(&config, *case, points);

@@ -3,16 +3,16 @@
 use std::time::Duration;
 
 use failsafe::{backoff, failure_policy};
-use lab_kit::{Mode, concurrently::result_of};
+use lab_kit::{Lab, Mode, concurrently::result_of};
 use lab_overload::{
-    OverloadConfig,
+    Config,
     breakers::{BreakerSetup, run_breakers},
 };
 use overload_sim::breaker::{Breaker, BreakerConfig};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_breaker_spares_the_hung_provider_and_most_so_inside_the_retries() {
-    let config = OverloadConfig::for_mode(Mode::Quick);
+    let config = Config::for_mode(Mode::Quick);
     let outcomes = run_breakers(&config).await.expect("the setups run");
     let label = format!("{outcomes:#?}");
     let of = |setup: BreakerSetup| {

@@ -2,13 +2,13 @@
 //! users do not notice the flaky one hanging; with one shared pool they wait
 //! behind its hung calls.
 
-use lab_kit::{Mode, concurrently::result_of};
-use lab_overload::OverloadConfig;
+use lab_kit::{Lab, Mode, concurrently::result_of};
+use lab_overload::Config;
 use lab_overload::bulkhead::{Bulkhead, run_bulkheads};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn per_provider_slots_keep_the_fast_provider_flat_and_a_shared_pool_does_not() {
-    let config = OverloadConfig::for_mode(Mode::Quick);
+    let config = Config::for_mode(Mode::Quick);
     let outcomes = run_bulkheads(&config).await.expect("the setups run");
     let of = |setup: Bulkhead| {
         result_of(&outcomes, &setup)

@@ -3,16 +3,16 @@
 //! machine delays the retries and the bucket's refills, which moves counts
 //! by a few items, never by tens.
 
-use lab_kit::{Mode, concurrently::result_of};
+use lab_kit::{Lab, Mode, concurrently::result_of};
 use lab_overload::{
-    OverloadConfig,
+    Config,
     enrichment::{Enrichment, EnrichmentOutcome, run_enrichment},
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_piece_fixes_one_thing_and_the_whole_guard_all_of_them() {
     let _apart = crate::APART.lock().await;
-    let config = OverloadConfig::for_mode(Mode::Quick);
+    let config = Config::for_mode(Mode::Quick);
     let outcomes = run_enrichment(&config).await.expect("the setups run");
     let label = format!("{outcomes:#?}");
     let of = |setup: Enrichment| -> EnrichmentOutcome {

@@ -5,15 +5,15 @@
 //! a fifth of a second against one. The margins are factors of two or one and a
 //! half on that arithmetic, or a few calls.
 
-use lab_kit::{Mode, concurrently::result_of};
+use lab_kit::{Lab, Mode, concurrently::result_of};
 use lab_overload::{
-    OverloadConfig,
+    Config,
     health_probe::{ProbeCase, ProbeOutcome, run_probes},
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_probe_wins_when_calls_are_few_and_the_reactive_breaker_when_they_are_many() {
-    let config = OverloadConfig::for_mode(Mode::Quick);
+    let config = Config::for_mode(Mode::Quick);
     let outcomes = run_probes(&config).await.expect("the cases run");
     let label = format!("{outcomes:#?}");
     let of = |case: ProbeCase| -> ProbeOutcome {

@@ -4,15 +4,15 @@
 //! safer still; the inside breaker needs only ten failed attempts in one
 //! blip, where each blip brings about twenty.
 
-use lab_kit::{Mode, concurrently::result_of};
+use lab_kit::{Lab, Mode, concurrently::result_of};
 use lab_overload::{
-    OverloadConfig,
+    Config,
     placement::{PlacementCase, run_placements},
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn around_each_attempt_blips_open_the_breaker_and_outside_the_retries_they_do_not() {
-    let config = OverloadConfig::for_mode(Mode::Quick);
+    let config = Config::for_mode(Mode::Quick);
     let outcomes = run_placements(&config).await.expect("the cases run");
     let label = format!("{outcomes:#?}");
     let of = |case: PlacementCase| {
@@ -43,7 +43,7 @@ async fn around_each_attempt_blips_open_the_breaker_and_outside_the_retries_they
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn outside_the_retries_the_breaker_still_spares_a_hung_provider() {
-    let config = OverloadConfig::for_mode(Mode::Quick);
+    let config = Config::for_mode(Mode::Quick);
     let outcomes = run_placements(&config).await.expect("the cases run");
     let label = format!("{outcomes:#?}");
     let of = |case: PlacementCase| {

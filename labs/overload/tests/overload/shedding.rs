@@ -2,12 +2,12 @@
 //! it cannot start keeps its goodput near capacity; one that queues
 //! everything spends its workers on requests whose clients have left.
 
-use lab_kit::{Mode, Output};
-use lab_overload::{OverloadConfig, shedding::run_shedding};
+use lab_kit::{Lab, Mode, Output};
+use lab_overload::{Config, shedding::run_shedding};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shedding_keeps_goodput_at_twice_capacity_and_queueing_loses_it() -> anyhow::Result<()> {
-    let config = OverloadConfig::for_mode(Mode::Quick);
+    let config = Config::for_mode(Mode::Quick);
     let out = Output::collect_part(&config, run_shedding).await?;
     let goodput_at = |series: &str, offered_x: f64| {
         out.samples(series)

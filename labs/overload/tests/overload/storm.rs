@@ -2,13 +2,13 @@
 //! that retry at once (with or without jitter) keep it overloaded to the end
 //! of the run; a retry budget, a breaker or a dependency that sheds recover.
 
-use lab_kit::{Mode, Output};
-use lab_overload::{OverloadConfig, storm::run_storm};
+use lab_kit::{Lab, Mode, Output};
+use lab_overload::{Config, storm::run_storm};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_storm_outlives_its_cause_unless_something_bounds_the_retries() -> anyhow::Result<()> {
     let _apart = crate::APART.lock().await;
-    let config = OverloadConfig::for_mode(Mode::Quick);
+    let config = Config::for_mode(Mode::Quick);
     let out = Output::collect_part(&config, run_storm).await?;
     let label = format!("{:#?}", out.records());
     let summary = |series: &str| {

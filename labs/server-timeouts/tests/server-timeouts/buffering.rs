@@ -4,15 +4,15 @@
 //! first and the handler gets head and body together. Where nginx is not
 //! installed the direct path alone is checked, with one line saying so.
 
-use lab_kit::Mode;
+use lab_kit::{Lab, Mode};
 use lab_server_timeouts::{
-    ServerTimeoutsConfig,
+    Config,
     buffering::{BodyPath, HeldHandler, buffering},
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_buffering_proxy_spares_the_backend_a_slow_body() {
-    let config = ServerTimeoutsConfig::for_mode(Mode::Quick);
+    let config = Config::for_mode(Mode::Quick);
     let rows = buffering(&config).await.expect("the proxy part runs");
     let row = |path: BodyPath| -> Option<&HeldHandler> {
         rows.iter()

@@ -5,16 +5,16 @@
 //! serves the probe while they still hold on. Neither spins the CPU or
 //! writes a line.
 
-use lab_kit::Mode;
+use lab_kit::{Lab, Mode};
 use lab_server_timeouts::{
-    ServerTimeoutsConfig,
+    Config,
     descriptors::{DescriptorExhaustion, descriptors},
     fd_server::{FdServer, FdServerArgs},
     servers::Hardening,
 };
 
-fn config() -> ServerTimeoutsConfig {
-    let mut config = ServerTimeoutsConfig::for_mode(Mode::Quick);
+fn config() -> Config {
+    let mut config = Config::for_mode(Mode::Quick);
     config.fd_server_exe = env!("CARGO_BIN_EXE_lab-server-timeouts").into();
     config
 }

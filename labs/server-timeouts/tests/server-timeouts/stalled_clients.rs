@@ -4,10 +4,8 @@
 
 use std::time::Duration;
 
-use lab_kit::{Mode, Output, Record, Value};
-use lab_server_timeouts::{
-    Hardening, ServerSetup, ServerTimeoutsConfig, StalledClient, run, watch,
-};
+use lab_kit::{Lab, Mode, Record, Value};
+use lab_server_timeouts::{Config, Hardening, ServerSetup, StalledClient, watch};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_defaults_point_the_right_way() {
@@ -85,10 +83,9 @@ fn text(value: &Value) -> &str {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_quick_run_holds_what_the_chapter_says() {
-    let mut config = ServerTimeoutsConfig::for_mode(Mode::Quick);
+    let mut config = Config::for_mode(Mode::Quick);
     config.fd_server_exe = env!("CARGO_BIN_EXE_lab-server-timeouts").into();
-    let mut out = Output::collect();
-    run(Mode::Quick, &config, &mut out).await.unwrap();
+    let out = lab_kit::lab::quick_run(&config).await.unwrap();
     let records = out.records();
     let window_s = config.window_s;
     for client in ["idle", "half-header", "stalled-body", "hung-handler"] {

@@ -5,16 +5,16 @@
 //! alike, and the orchestrator's SIGKILL ends it with the reports lost.
 //! Margins: a busy machine makes the server later, never earlier.
 
-use lab_kit::Mode;
+use lab_kit::{Lab, Mode};
 use lab_shutdown_drain::{
-    AtSigterm, ShutdownConfig, child::pid_exists, probe_own_server, server::ShutdownStyle,
+    AtSigterm, Config, child::pid_exists, probe_own_server, server::ShutdownStyle,
 };
 
 const LAB: &str = env!("CARGO_BIN_EXE_lab-shutdown-drain");
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_blocked_runtime_answers_readiness_late_and_a_long_report_meets_sigkill() {
-    let mut config = ShutdownConfig::for_mode(Mode::Quick);
+    let mut config = Config::for_mode(Mode::Quick);
     config.server_exe = LAB.into();
     let reports = |ms: u64| AtSigterm {
         path: format!("/report?ms={ms}"),

@@ -6,16 +6,16 @@
 //! values do), so a poll that a busy 2-core machine runs late cannot fail a
 //! test. The deploys run one at a time, so they do not compete for the CPU.
 
-use lab_kit::Mode;
 use lab_kit::Series;
-use lab_shutdown_drain::{DeployCase, ShutdownConfig, child::pid_exists, run_deploy};
+use lab_kit::{Lab, Mode};
+use lab_shutdown_drain::{Config, DeployCase, child::pid_exists, run_deploy};
 
 /// An async mutex: each test has its own runtime, and the guard is held
 /// across the whole deploy.
 pub(crate) static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-fn config() -> ShutdownConfig {
-    let mut config = ShutdownConfig::for_mode(Mode::Quick);
+fn config() -> Config {
+    let mut config = Config::for_mode(Mode::Quick);
     config.server_exe = env!("CARGO_BIN_EXE_lab-shutdown-drain").into();
     config.drain_wait_ms = 3 * config.readiness_period_ms;
     config.hard_deadline_ms = config.drain_wait_ms + config.slow_ms + 400;
@@ -23,7 +23,7 @@ fn config() -> ShutdownConfig {
     config
 }
 
-async fn deploy(case: DeployCase, config: &ShutdownConfig) -> lab_shutdown_drain::Deploy {
+async fn deploy(case: DeployCase, config: &Config) -> lab_shutdown_drain::Deploy {
     let _serial = ONE_AT_A_TIME.lock().await;
     let deploy = run_deploy(case, config)
         .await

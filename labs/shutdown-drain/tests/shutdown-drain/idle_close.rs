@@ -7,9 +7,9 @@
 //! still sees the 503 long before the server closes; and the deploys of
 //! `deploys.rs` do not run at the same time (the same lock).
 
-use lab_kit::{Mode, Series};
+use lab_kit::{Lab, Mode, Series};
 use lab_shutdown_drain::{
-    ShutdownConfig,
+    Config,
     idle_close::{BeforeClose, IdleCloseSummary, idle_close_race},
 };
 
@@ -22,7 +22,7 @@ fn find(results: &[(BeforeClose, IdleCloseSummary)], case: BeforeClose) -> &Idle
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pooled_connection_meets_the_close_unless_the_server_says_so_first() {
-    let mut config = ShutdownConfig::for_mode(Mode::Quick);
+    let mut config = Config::for_mode(Mode::Quick);
     config.server_exe = env!("CARGO_BIN_EXE_lab-shutdown-drain").into();
     config.drain_wait_ms = 3 * config.readiness_period_ms;
     let _serial = ONE_AT_A_TIME.lock().await;

@@ -2,9 +2,9 @@
 //! signals. Where the kernel refuses a PID namespace, the lab skips those
 //! starts, and the test asserts that it did.
 
-use lab_kit::{Mode, Series};
+use lab_kit::{Lab, Mode, Series};
 use lab_shutdown_drain::{
-    ShutdownConfig,
+    Config,
     pid_one::{PidOneSummary, Start, namespaces_allowed, pid_one},
 };
 
@@ -12,7 +12,7 @@ use crate::deploys::ONE_AT_A_TIME;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_reaches_the_server_only_when_it_is_pid_1_with_a_handler_or_behind_an_init() {
-    let mut config = ShutdownConfig::for_mode(Mode::Quick);
+    let mut config = Config::for_mode(Mode::Quick);
     config.server_exe = env!("CARGO_BIN_EXE_lab-shutdown-drain").into();
     let _serial = ONE_AT_A_TIME.lock().await;
     let allowed = namespaces_allowed(&config).await.expect("the helper runs");

@@ -8,8 +8,8 @@ use std::{
     time::{Duration, Instant},
 };
 
-use lab_kit::{Mode, net::closed_loopback_port};
-use lab_shutdown_drain::{DeployCase, ShutdownConfig, child::pid_exists, run_deploy};
+use lab_kit::{Lab, Mode, net::closed_loopback_port};
+use lab_shutdown_drain::{Config, DeployCase, child::pid_exists, run_deploy};
 use serde_json::Value;
 
 const LAB: &str = env!("CARGO_BIN_EXE_lab-shutdown-drain");
@@ -100,7 +100,7 @@ fn probe_own_server(style: &str, flags: &[&str]) -> Probed {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_probe_agrees_with_the_lab_on_the_lab_s_own_server() {
-    let mut config = ShutdownConfig::for_mode(Mode::Quick);
+    let mut config = Config::for_mode(Mode::Quick);
     config.server_exe = LAB.into();
 
     // The full sequence: clean for the lab, clean for the probe. Exit at

@@ -2,8 +2,8 @@
 //! the xtask call it: every record it promises the charts, in the right
 //! direction. (The per-deploy tests in `deploys.rs` hold the exact claims.)
 
-use lab_kit::{Mode, Output, Record, Series};
-use lab_shutdown_drain::{DeployCase, ShutdownConfig, run};
+use lab_kit::{Lab, Mode, Output, Record, Series};
+use lab_shutdown_drain::{Config, DeployCase};
 
 fn number(out: &Output, series: &str, field: &str) -> f64 {
     out.summary(series)
@@ -14,9 +14,9 @@ fn number(out: &Output, series: &str, field: &str) -> f64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_quick_run_writes_every_series_the_charts_need() -> anyhow::Result<()> {
-    let mut config = ShutdownConfig::for_mode(Mode::Quick);
+    let mut config = Config::for_mode(Mode::Quick);
     config.server_exe = env!("CARGO_BIN_EXE_lab-shutdown-drain").into();
-    let out = Output::quick_run(lab_kit::slug!(), &config, run).await?;
+    let out = lab_kit::lab::quick_run(&config).await?;
     assert_eq!(
         out.meta().map(|meta| meta.time_scale),
         Some(config.time_scale)
