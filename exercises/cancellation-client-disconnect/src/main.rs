@@ -8,7 +8,7 @@ use std::{process::ExitCode, time::Duration};
 use anyhow::{Context, Result};
 use axum::{Router, routing::get};
 use exercise_kit::{Compression, Variant, Verdict, pick_async};
-use lab_cancellation::{downstream, probe::CaseProbe};
+use lab_cancellation::{case_log::CaseLog, downstream};
 use lab_kit::server::spawn_axum;
 
 exercise_kit::exercise!(
@@ -25,8 +25,8 @@ const WORK: Duration = Duration::from_millis(1200);
 const LEAVE_AFTER: Duration = Duration::from_millis(200);
 
 async fn check(variant: Variant) -> Result<Verdict> {
-    let probe = CaseProbe::start();
-    let pricing = downstream::start(WORK, std::sync::Arc::clone(&probe)).await?;
+    let log = CaseLog::start();
+    let pricing = downstream::start(WORK, std::sync::Arc::clone(&log)).await?;
     let pricing_url = pricing.url("/work");
     let outbound = reqwest::Client::new();
     let app = Router::new().route(
@@ -50,12 +50,12 @@ async fn check(variant: Variant) -> Result<Verdict> {
         .timeout(LEAVE_AFTER)
         .send()
         .await;
-    probe.mark(|marks, now| marks.client_done_ms = Some(now));
+    log.mark(|marks, now| marks.client_done_ms = Some(now));
     anyhow::ensure!(
         outcome.is_err(),
         "the user got an answer before it gave up, from a downstream that takes {WORK:?}"
     );
-    let marks = probe
+    let marks = log
         .settle(WORK * 2, |marks| marks.downstream_end_ms.is_some())
         .await;
     server.stop(Duration::from_millis(200)).await?;

@@ -17,7 +17,7 @@ use axum::{
 use exercise_kit::{Variant, Verdict};
 use lab_doctor::{
     Finding, Grade,
-    checks::{Probe, load::overload},
+    checks::{Patient, load::overload},
     services::{POOL_SLOTS, QUEUE_LIMIT, WorkPool},
 };
 
@@ -79,7 +79,7 @@ async fn check(variant: Variant) -> Result<Verdict> {
     .iter()
     .map(|word| word.to_string())
     .collect();
-    let probe = Probe {
+    let probe = Patient {
         addr,
         host: addr.to_string(),
         options: lab_doctor::options::parse(&arguments).context("the doctor's options")?,

@@ -15,7 +15,7 @@ use anyhow::{Context, Result};
 use axum::{Router, routing::get};
 use exercise_kit::{Compression, Variant, Verdict};
 use hyper_util::{rt::TokioIo, service::TowerToHyperService};
-use lab_doctor::{Grade, checks::Probe, checks::slow_read::slow_read};
+use lab_doctor::{Grade, checks::Patient, checks::slow_read::slow_read};
 use lab_kit::{
     net::{AbortOnDrop, spawn_accept_loop},
     stream::{HookedStream, StreamHook},
@@ -187,7 +187,7 @@ async fn check(variant: Variant) -> Result<Verdict> {
         .collect();
     let mut options = lab_doctor::options::parse(&arguments).context("the doctor's options")?;
     options.window = WINDOW;
-    let probe = Probe {
+    let probe = Patient {
         addr,
         host: addr.to_string(),
         options,

@@ -53,7 +53,7 @@ async fn serve(variant: Variant, arguments: Vec<String>) -> Result<()> {
 }
 
 async fn check(variant: Variant) -> Result<Verdict> {
-    let port = lab_kit::net::closed_loopback_port()?;
+    let port = lab_kit::net::free_loopback_port()?;
     let port_text = port.to_string();
     let config = ShutdownProbeConfig {
         port,

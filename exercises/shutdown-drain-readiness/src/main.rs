@@ -53,7 +53,7 @@ async fn serve(variant: Variant, arguments: Vec<String>) -> Result<()> {
 }
 
 async fn check(variant: Variant) -> Result<Verdict> {
-    let port = lab_kit::net::closed_loopback_port()?.to_string();
+    let port = lab_kit::net::free_loopback_port()?.to_string();
     let wait = DRAIN_WAIT_MS.to_string();
     let server =
         exercise_kit::serve_command(variant, &["--port", &port, "--drain-wait-ms", &wait])?;

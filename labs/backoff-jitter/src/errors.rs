@@ -112,7 +112,7 @@ pub async fn run(config: &Config, out: &mut Output) -> Result<()> {
     for (index, &kind) in KINDS.iter().enumerate() {
         let (client, url) = match kind {
             "timeout" => (&plain, server.url("/slow")),
-            "refused" => (&plain, format!("http://127.0.0.1:{refused}/item")),
+            "refused" => (&plain, format!("http://{}/item", refused.addr())),
             "reset" => (&plain, format!("http://{reset_addr}/item")),
             "servfail" => (&resolving, format!("http://broken.lab:{port}/item")),
             "nxdomain" => (&resolving, format!("http://missing.lab:{port}/item")),

@@ -9,25 +9,25 @@ use anyhow::Result;
 use axum::{Router, extract::State, routing::get};
 use lab_kit::server::{RunningServer, spawn_axum};
 
-use crate::probe::{CaseProbe, DownstreamEndGuard};
+use crate::case_log::{CaseLog, DownstreamEndGuard};
 
 #[derive(Clone)]
 struct Downstream {
     work: Duration,
-    probe: Arc<CaseProbe>,
+    log: Arc<CaseLog>,
 }
 
 /// Starts the downstream; it answers `/work` after `work`.
-pub async fn start(work: Duration, probe: Arc<CaseProbe>) -> Result<RunningServer> {
+pub async fn start(work: Duration, log: Arc<CaseLog>) -> Result<RunningServer> {
     let app = Router::new()
         .route("/work", get(slow_work))
-        .with_state(Downstream { work, probe });
+        .with_state(Downstream { work, log });
     spawn_axum(app).await
 }
 
 async fn slow_work(State(downstream): State<Downstream>) -> &'static str {
     let mut guard = DownstreamEndGuard {
-        probe: downstream.probe,
+        log: downstream.log,
         completed: false,
     };
     let steps = 20;

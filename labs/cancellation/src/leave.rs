@@ -15,9 +15,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{
     Config,
+    case_log::CaseLog,
     db::{QueryStop, SlowDatabase},
     downstream,
-    probe::CaseProbe,
 };
 
 lab_kit::series! {
@@ -77,7 +77,7 @@ pub struct LeaveApp {
     pub database: Arc<SlowDatabase>,
     pub downstream_url: String,
     pub client: reqwest::Client,
-    pub probe: Arc<CaseProbe>,
+    pub log: Arc<CaseLog>,
     pub query_rows: i64,
 }
 
@@ -91,7 +91,7 @@ pub async fn work(app: Arc<LeaveApp>, token: Option<CancellationToken>) {
             let _ = response.bytes().await;
         }
     };
-    let probe = Arc::clone(&app.probe);
+    let log = Arc::clone(&app.log);
     let stop = QueryStop {
         deadline: None,
         token,
@@ -99,7 +99,7 @@ pub async fn work(app: Arc<LeaveApp>, token: Option<CancellationToken>) {
     let query = app
         .database
         .slow_query(0, app.query_rows, stop, move |end, _began| {
-            probe.mark(|marks, now| {
+            log.mark(|marks, now| {
                 marks.query_end_ms = Some(now);
                 marks.query_end = Some(end);
             })
@@ -161,16 +161,16 @@ pub async fn leave_case(
     config: &Config,
 ) -> Result<LeaveCase> {
     let LeaveSetup { variant, protocol } = setup;
-    let probe = CaseProbe::start();
+    let log = CaseLog::start();
     let work_time = config.lab(config.work_s);
-    let downstream = downstream::start(work_time, Arc::clone(&probe)).await?;
+    let downstream = downstream::start(work_time, Arc::clone(&log)).await?;
     let app = Arc::new(LeaveApp {
         variant,
         query_rows: database.rows_for(work_time),
         database,
         downstream_url: downstream.url("/work"),
         client: reqwest::Client::new(),
-        probe: Arc::clone(&probe),
+        log: Arc::clone(&log),
     });
     let server = spawn_axum(Router::new().route("/", get(handler)).with_state(app)).await?;
     let client = match protocol {
@@ -184,9 +184,9 @@ pub async fn leave_case(
         .timeout(config.lab(config.leave_after_s))
         .send()
         .await;
-    probe.mark(|marks, now| marks.client_done_ms = Some(now));
+    log.mark(|marks, now| marks.client_done_ms = Some(now));
     anyhow::ensure!(outcome.is_err(), "the client got an answer before it left");
-    let marks = probe
+    let marks = log
         .settle(work_time * 3, |marks| {
             marks.downstream_end_ms.is_some() && marks.query_end_ms.is_some()
         })

@@ -5,13 +5,13 @@
 //! One module per experiment; everything runs on 127.0.0.1 with ports the
 //! kernel picks, on a clock compressed by `Config::time_scale`.
 
+pub mod case_log;
 pub mod chain;
 pub mod counting;
 pub mod db;
 pub mod downstream;
 pub mod grpc_timeout;
 pub mod leave;
-pub mod probe;
 pub mod provider;
 pub mod route_timeout;
 pub mod spiral;

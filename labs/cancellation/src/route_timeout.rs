@@ -15,10 +15,10 @@ use tower_http::timeout::TimeoutLayer;
 
 use crate::{
     Config,
+    case_log::CaseLog,
     db::SlowDatabase,
     downstream,
     leave::{self, LeaveApp, LeaveVariant},
-    probe::CaseProbe,
 };
 
 lab_kit::series! {
@@ -39,7 +39,7 @@ lab_kit::series! {
 async fn work_then_order(app: Arc<LeaveApp>, token: Option<CancellationToken>) {
     leave::work(Arc::clone(&app), token).await;
     if app.database.place_order(1).await.is_ok() {
-        app.probe.mark(|marks, now| marks.order_ms = Some(now));
+        app.log.mark(|marks, now| marks.order_ms = Some(now));
     }
 }
 
@@ -108,10 +108,10 @@ pub async fn route_case(
     database: Arc<SlowDatabase>,
     config: &Config,
 ) -> Result<RouteCase> {
-    let probe = CaseProbe::start();
+    let log = CaseLog::start();
     let work_time = config.lab(config.work_s);
     let orders_before = database.orders_for(1).await?;
-    let downstream = downstream::start(work_time, Arc::clone(&probe)).await?;
+    let downstream = downstream::start(work_time, Arc::clone(&log)).await?;
     let variant = match kind {
         RouteTimeout::TowerLayerToken => LeaveVariant::TokenInterrupt,
         RouteTimeout::SpawnedRace | RouteTimeout::TowerLayer => LeaveVariant::Plain,
@@ -124,7 +124,7 @@ pub async fn route_case(
         database: Arc::clone(&database),
         downstream_url: downstream.url("/work"),
         client: reqwest::Client::new(),
-        probe: Arc::clone(&probe),
+        log: Arc::clone(&log),
     });
     let route = Arc::new(Route {
         app,
@@ -136,7 +136,7 @@ pub async fn route_case(
     let mut stream = send_raw_get(server.addr, "/order").await?;
     let mut received = Vec::new();
     let read = tokio::time::timeout(work_time * 3, stream.read_to_end(&mut received)).await;
-    probe.mark(|marks, now| marks.client_done_ms = Some(now));
+    log.mark(|marks, now| marks.client_done_ms = Some(now));
     read.context("the server never closed")?
         .context("reading")?;
     let text = String::from_utf8_lossy(&received);
@@ -144,7 +144,7 @@ pub async fn route_case(
         .get(9..12)
         .and_then(|code| code.parse().ok())
         .unwrap_or(0);
-    let marks = probe
+    let marks = log
         .settle(work_time * 3, |marks| {
             marks.downstream_end_ms.is_some() && marks.query_end_ms.is_some()
         })

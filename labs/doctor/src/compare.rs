@@ -15,7 +15,7 @@ use lab_kit::{child::ChildGuard, nginx::Nginx};
 use serde::Serialize;
 
 use crate::{
-    checks::{Probe, watch},
+    checks::{Patient, watch},
     options,
 };
 
@@ -96,12 +96,12 @@ pub async fn run() -> Result<Comparison> {
     // The doctor's slow head, at the same time, on its own connection.
     let mut doctor = options::parse(&[addr.to_string()])?;
     doctor.window = Duration::from_secs(LENGTH_S);
-    let probe_of = Probe {
+    let patient = Patient {
         addr,
         host: addr.to_string(),
         options: doctor,
     };
-    let finding = watch::slow_head(&probe_of).await?;
+    let finding = watch::slow_head(&patient).await?;
     let ended = slowhttptest
         .wait_for(Duration::from_secs(LENGTH_S + 15))
         .await?

@@ -51,7 +51,7 @@ mod tests {
         let closed = crate::net::closed_loopback_port().unwrap();
         let error = get_body(
             &client,
-            &format!("http://127.0.0.1:{closed}/"),
+            &format!("http://{}/", closed.addr()),
             "the first request",
         )
         .await

@@ -17,10 +17,55 @@ pub async fn bind_loopback() -> Result<TcpListener> {
         .context("binding 127.0.0.1:0")
 }
 
-/// A loopback port that nothing listens on: bound by the kernel's choice, then
-/// closed. For the "closed port" case of a test or a probe. Another process may
-/// take it in between; on a test machine that is rare enough to be a real failure.
-pub fn closed_loopback_port() -> Result<u16> {
+/// A loopback port that refuses every connection for as long as this lives:
+/// a socket is bound to it and never listens. Linux answers a SYN there with
+/// a reset, and gives the port to no other socket (a kernel-chosen port skips
+/// it, and an explicit bind conflicts, since this socket lacks
+/// `SO_REUSEADDR`). For the "closed port" case of a test or a lab part.
+///
+/// A port that was bound and then closed is not that: the batch's other
+/// tests bind ports all the time, and one of them could be given it before
+/// the "closed" port is tried, which then reaches that test's server (seen:
+/// a check meant to be refused passed, and a server's drain waited on a
+/// stranger's connection).
+#[derive(Debug)]
+pub struct ClosedPort {
+    _bound: tokio::net::TcpSocket,
+    port: u16,
+}
+
+impl ClosedPort {
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, self.port))
+    }
+}
+
+/// See [`ClosedPort`]; keep it alive while the port is used.
+pub fn closed_loopback_port() -> Result<ClosedPort> {
+    let socket = tokio::net::TcpSocket::new_v4().context("creating a socket")?;
+    socket
+        .bind(SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, 0)))
+        .context("binding 127.0.0.1:0")?;
+    let port = socket
+        .local_addr()
+        .context("reading the bound address")?
+        .port();
+    Ok(ClosedPort {
+        _bound: socket,
+        port,
+    })
+}
+
+/// A loopback port that was free a moment ago, for a server started later
+/// on a port given to it (a child process's `--port`): bound by the kernel's
+/// choice, then closed. Another socket may take it in between; then the
+/// server's bind fails, or the caller's check that nothing listens there
+/// does, with an error that says so.
+pub fn free_loopback_port() -> Result<u16> {
     let listener = std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0))
         .context("binding 127.0.0.1:0")?;
     Ok(listener
@@ -156,10 +201,28 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_closed_port_refuses() {
-        let port = closed_loopback_port().unwrap();
-        let refused = TcpStream::connect((std::net::Ipv4Addr::LOCALHOST, port)).await;
-        assert!(refused.is_err());
+    async fn a_closed_port_refuses_and_is_given_to_no_one_else() {
+        let closed = closed_loopback_port().unwrap();
+        let refused = TcpStream::connect(closed.addr()).await.unwrap_err();
+        assert_eq!(refused.kind(), std::io::ErrorKind::ConnectionRefused);
+        // A listener asking for that very port is refused it (std and tokio
+        // set SO_REUSEADDR; the closed port's socket does not).
+        assert!(std::net::TcpListener::bind(closed.addr()).is_err());
+        assert!(TcpListener::bind(closed.addr()).await.is_err());
+        // Still refusing after a thousand kernel-chosen ports.
+        let others: Vec<_> = (0..1000)
+            .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+            .collect();
+        assert!(
+            others
+                .iter()
+                .all(|other| other.local_addr().unwrap().port() != closed.port())
+        );
+        assert!(TcpStream::connect(closed.addr()).await.is_err());
+        // Dropped, the port is free again.
+        let port = closed.port();
+        drop(closed);
+        assert!(std::net::TcpListener::bind(("127.0.0.1", port)).is_ok());
     }
 
     #[tokio::test]

@@ -127,7 +127,7 @@ impl Nginx {
         for _ in 0..ATTEMPTS {
             let addrs = (0..ports)
                 .map(|_| {
-                    let port = crate::net::closed_loopback_port()?;
+                    let port = crate::net::free_loopback_port()?;
                     Ok(SocketAddr::from(([127, 0, 0, 1], port)))
                 })
                 .collect::<Result<Vec<_>>>()?;

@@ -39,7 +39,7 @@ pub use timeline::{Deploy, DeploySummary, write_deploy};
 use std::process::ExitCode;
 
 use anyhow::{Context, Result, ensure};
-use lab_kit::{Output, Series, lab::Subcommand, net::closed_loopback_port};
+use lab_kit::{Output, Series, lab::Subcommand, net::free_loopback_port};
 
 use crate::{
     idle_close::{BeforeClose, idle_close_race},
@@ -163,7 +163,7 @@ pub async fn probe_own_server(
 ) -> Result<ShutdownProbeReport> {
     let scratch = tempfile::tempdir().context("creating a temp dir")?;
     // A port that was free a moment ago (the probe checks again).
-    let port = closed_loopback_port()?.to_string();
+    let port = free_loopback_port()?.to_string();
     let db = scratch.path().join("probe.db").display().to_string();
     let warmup = config.warmup_ms.to_string();
     let grace = config.termination_grace_ms.to_string();

@@ -244,9 +244,9 @@ async fn the_budget_caps_retries_at_its_ratio() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_connection_is_retried() {
-    // A port that was just free: bind it, note it, close it. Nothing listens
-    // there now, so every connect is refused at once.
-    let port = lab_kit::net::closed_loopback_port().expect("a closed loopback port");
+    // A port held closed: every connect is refused at once.
+    let closed = lab_kit::net::closed_loopback_port().expect("a closed loopback port");
+    let port = closed.port();
     let http = client().expect("client");
     let request = http
         .get(format!("http://127.0.0.1:{port}/item"))

@@ -114,9 +114,10 @@ fn prober_refuses_a_target_off_loopback_and_exits_two() {
 
 #[test]
 fn prober_stops_on_its_own_when_stdin_closes() {
-    // Nothing listens on this port (bound, then dropped): every probe fails
-    // fast, and the prober must still exit once stdin is closed.
-    let port = lab_kit::net::closed_loopback_port().expect("a closed loopback port");
+    // Nothing listens on this port (held closed): every probe fails fast,
+    // and the prober must still exit once stdin is closed.
+    let closed = lab_kit::net::closed_loopback_port().expect("a closed loopback port");
+    let port = closed.port();
     let started = std::time::Instant::now();
     let output = std::process::Command::new(lab_binary())
         .args([

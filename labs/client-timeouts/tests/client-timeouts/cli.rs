@@ -39,8 +39,8 @@ fn bad_input_gets_one_line_and_exit_2() {
 #[test]
 fn check_names_the_phase_against_a_closed_port() {
     // A port nobody listens on: refused, one line, exit 2.
-    let port = lab_kit::net::closed_loopback_port().expect("a closed loopback port");
-    let target = format!("127.0.0.1:{port}");
+    let closed = lab_kit::net::closed_loopback_port().expect("a closed loopback port");
+    let target = closed.addr().to_string();
     let (code, stderr) = run(&["check", "--target", &target]);
     assert_eq!(code, Some(2), "{stderr}");
     assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");

@@ -5,22 +5,22 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 
-use super::Probe;
+use super::Patient;
 use crate::finding::{Check, Finding, seconds};
 
 /// A path that answers 2xx faster than this is not slow: nothing to learn.
 const NOT_SLOW: Duration = Duration::from_secs(1);
 
-pub async fn handler_deadline(probe_of: &Probe) -> Result<Finding> {
+pub async fn handler_deadline(patient: &Patient) -> Result<Finding> {
     let check = Check::HandlerDeadline;
-    let path = match probe_of.options.paths.for_check(check) {
+    let path = match patient.options.paths.for_check(check) {
         Ok(path) => path,
         Err(skipped) => return Ok(skipped),
     };
-    let window = probe_of.options.window;
-    let client = probe_of.client()?;
+    let window = patient.options.window;
+    let client = patient.client()?;
     let started = Instant::now();
-    let answer = client.get(probe_of.url(path)).timeout(window).send().await;
+    let answer = client.get(patient.url(path)).timeout(window).send().await;
     let after = started.elapsed();
     let at = seconds(after);
     Ok(match answer {

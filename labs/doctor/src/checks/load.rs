@@ -12,7 +12,7 @@ use anyhow::Result;
 use lab_kit::stats::{Latencies, LatencySummary};
 use tokio::task::JoinSet;
 
-use super::Probe;
+use super::Patient;
 use crate::finding::{Check, Finding, Grade, seconds};
 
 fn summary(took: impl Iterator<Item = Duration>) -> LatencySummary {
@@ -39,9 +39,9 @@ const REMOTE_GAP: Duration = Duration::from_millis(50);
 const CANARY_EVERY: Duration = Duration::from_millis(10);
 
 /// Times a canary, sequentially, until `stop` is set: (start, latency).
-async fn canary(probe_of: &Probe, stop: Arc<Mutex<bool>>) -> Result<Vec<(Instant, Duration)>> {
-    let client = probe_of.client()?;
-    let url = probe_of.url(&probe_of.options.paths.fast);
+async fn canary(patient: &Patient, stop: Arc<Mutex<bool>>) -> Result<Vec<(Instant, Duration)>> {
+    let client = patient.client()?;
+    let url = patient.url(&patient.options.paths.fast);
     let mut seen = Vec::new();
     while !*stop.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) {
         let started = Instant::now();
@@ -59,16 +59,16 @@ async fn canary(probe_of: &Probe, stop: Arc<Mutex<bool>>) -> Result<Vec<(Instant
 }
 
 // ANCHOR: blocked
-pub async fn blocked_runtime(probe_of: &Probe) -> Result<Finding> {
+pub async fn blocked_runtime(patient: &Patient) -> Result<Finding> {
     let check = Check::BlockedRuntime;
-    let heavy = match probe_of.options.paths.for_check(check) {
+    let heavy = match patient.options.paths.for_check(check) {
         Ok(path) => path.to_owned(),
         Err(skipped) => return Ok(skipped),
     };
     let stop = Arc::new(Mutex::new(false));
     let timing = {
-        let (probe_of, stop) = (probe_of.clone(), stop.clone());
-        tokio::spawn(async move { canary(&probe_of, stop).await })
+        let (patient, stop) = (patient.clone(), stop.clone());
+        tokio::spawn(async move { canary(&patient, stop).await })
     };
     // Half a second of quiet canaries, then the burst.
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -76,9 +76,9 @@ pub async fn blocked_runtime(probe_of: &Probe) -> Result<Finding> {
     let mut burst = JoinSet::new();
     for _ in 0..BURST {
         // One connection each, as separate callers would.
-        let client = probe_of.fresh_client()?;
-        let url = probe_of.url(&heavy);
-        let limit = probe_of.options.window.min(HEAVY_LIMIT);
+        let client = patient.fresh_client()?;
+        let url = patient.url(&heavy);
+        let limit = patient.options.window.min(HEAVY_LIMIT);
         burst.spawn(async move { client.get(&url).timeout(limit).send().await.is_ok() });
     }
     let mut answered = 0;
@@ -145,18 +145,18 @@ struct Call {
 
 /// Closed-loop callers: `in_flight` of them, each sending again as soon as
 /// its last call ended, for `length`.
-async fn level(probe_of: &Probe, path: &str, in_flight: usize, length: Duration) -> Vec<Call> {
+async fn level(patient: &Patient, path: &str, in_flight: usize, length: Duration) -> Vec<Call> {
     let calls = Arc::new(Mutex::new(Vec::new()));
     let until = Instant::now() + length;
     let mut callers = JoinSet::new();
-    let Ok(client) = probe_of.client() else {
+    let Ok(client) = patient.client() else {
         return Vec::new();
     };
     for _ in 0..in_flight {
         let (client, calls) = (client.clone(), calls.clone());
-        let url = probe_of.url(path);
-        let timeout = probe_of.options.caller_timeout;
-        let gap = if probe_of.remote() {
+        let url = patient.url(path);
+        let timeout = patient.options.caller_timeout;
+        let gap = if patient.remote() {
             REMOTE_GAP
         } else {
             Duration::ZERO
@@ -206,8 +206,8 @@ fn sheds(call: &Call) -> bool {
 
 // ANCHOR: overload
 /// The overload finding and the Retry-After finding, from one ramp.
-pub async fn overload(probe_of: &Probe) -> Result<(Finding, Finding)> {
-    let options = &probe_of.options;
+pub async fn overload(patient: &Patient) -> Result<(Finding, Finding)> {
+    let options = &patient.options;
     let path = match options.paths.for_check(Check::Overload) {
         Ok(path) => path.to_owned(),
         Err(skipped) => {
@@ -216,15 +216,15 @@ pub async fn overload(probe_of: &Probe) -> Result<(Finding, Finding)> {
         }
     };
     let mut calls = Vec::new();
-    let top = if probe_of.remote() {
-        probe_of.options.max_in_flight.min(REMOTE_TOP)
+    let top = if patient.remote() {
+        patient.options.max_in_flight.min(REMOTE_TOP)
     } else {
-        probe_of.options.max_in_flight
+        patient.options.max_in_flight
     };
     for in_flight in [4, (top / 4).max(8), top] {
-        calls.extend(level(probe_of, &path, in_flight, Duration::from_millis(1500)).await);
+        calls.extend(level(patient, &path, in_flight, Duration::from_millis(1500)).await);
     }
-    let timeout = probe_of.options.caller_timeout;
+    let timeout = patient.options.caller_timeout;
     let at_top: Vec<&Call> = calls.iter().filter(|call| call.in_flight == top).collect();
     let shed_at_top = at_top.iter().filter(|call| sheds(call)).count();
     let timed_out = at_top

@@ -30,16 +30,17 @@ use crate::{
     options::{Options, Target},
 };
 
-/// What every check needs: where the server is and what the reader asked.
+/// The server the doctor examines, as every check needs it: where it is and
+/// what the reader asked. ("Probe" is kept for the requests a check sends.)
 #[derive(Debug, Clone)]
-pub struct Probe {
+pub struct Patient {
     pub addr: SocketAddr,
     /// The `Host` header: the target as typed.
     pub host: String,
     pub options: Options,
 }
 
-impl Probe {
+impl Patient {
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.addr)
     }
@@ -130,7 +131,7 @@ pub trait Progress: Send + Sync {
 /// `turn` is this server's place among servers probed at once (the lab);
 /// the `doctor` command probes one, `Turn::alone()`.
 pub async fn run(options: &Options, progress: &dyn Progress, turn: Turn) -> Result<Vec<Finding>> {
-    let (probe_of, mut child) = connect(options).await?;
+    let (patient, mut child) = connect(options).await?;
     let wanted = |check: Check| options.checks.contains(&check);
     progress.started(&options.checks, longest(options));
     let total = options.checks.len();
@@ -141,7 +142,7 @@ pub async fn run(options: &Options, progress: &dyn Progress, turn: Turn) -> Resu
     for (check, start_check) in WATCHING {
         if wanted(check) {
             let limit = bound(check, options);
-            let work = start_check(probe_of.clone());
+            let work = start_check(patient.clone());
             let found = found.clone();
             running.spawn(async move {
                 let _ = found.send(Event::Found(bounded(check, limit, work).await));
@@ -150,7 +151,7 @@ pub async fn run(options: &Options, progress: &dyn Progress, turn: Turn) -> Resu
     }
     // Beside them, the checks that load the server.
     let server = child.as_ref().map(ChildGuard::pid);
-    running.spawn(loads(probe_of.clone(), turn, server, found));
+    running.spawn(loads(patient.clone(), turn, server, found));
     let mut findings = Vec::new();
     while let Some(event) = findings_in.recv().await {
         match event {
@@ -169,12 +170,12 @@ pub async fn run(options: &Options, progress: &dyn Progress, turn: Turn) -> Resu
         child.kill_group()?;
         if wanted(Check::Shutdown) {
             let limit = bound(Check::Shutdown, options);
-            let work = Box::pin(async { shutdown::shutdown(&probe_of).await });
+            let work = Box::pin(async { shutdown::shutdown(&patient).await });
             findings.push(bounded(Check::Shutdown, limit, work).await);
             progress.finished(findings.last().expect("just pushed"), findings.len(), total);
         }
     } else if wanted(Check::Shutdown) {
-        findings.push(shutdown::shutdown(&probe_of).await?);
+        findings.push(shutdown::shutdown(&patient).await?);
         progress.finished(findings.last().expect("just pushed"), findings.len(), total);
     }
     findings.sort_by_key(|finding| {
@@ -187,7 +188,7 @@ pub async fn run(options: &Options, progress: &dyn Progress, turn: Turn) -> Resu
 
 /// The server to probe, started first if the reader gave its command, and
 /// its first answer.
-async fn connect(options: &Options) -> Result<(Probe, Option<ChildGuard>)> {
+async fn connect(options: &Options) -> Result<(Patient, Option<ChildGuard>)> {
     let (host, addr, child) = match &options.target {
         Target::Listening(target) => {
             let addr = resolve_target(target, options.allow_remote).await?;
@@ -203,12 +204,12 @@ async fn connect(options: &Options) -> Result<(Probe, Option<ChildGuard>)> {
         }
     };
     first_answer(addr, &host, &options.paths.fast).await?;
-    let probe_of = Probe {
+    let patient = Patient {
         addr,
         host,
         options: options.clone(),
     };
-    Ok((probe_of, child))
+    Ok((patient, child))
 }
 
 /// The longest the checks can take: the watchers beside the loads, then the
@@ -255,16 +256,16 @@ const WATCHING: [(Check, StartCheck); 4] = [
 /// the blocked-runtime check's canary before its burst. Once the slow read's
 /// writes stall and the server is quiet, the turn passes on while it watches.
 async fn loads(
-    probe_of: Probe,
+    patient: Patient,
     mut turn: Turn,
     server: Option<i32>,
     found: mpsc::UnboundedSender<Event>,
 ) {
-    let options = &probe_of.options;
+    let options = &patient.options;
     let wanted = |check: Check| options.checks.contains(&check);
     turn.take().await;
     if wanted(Check::BlockedRuntime) {
-        let work = Box::pin(async { load::blocked_runtime(&probe_of).await });
+        let work = Box::pin(async { load::blocked_runtime(&patient).await });
         let limit = bound(Check::BlockedRuntime, options);
         let _ = found.send(Event::Found(
             bounded(Check::BlockedRuntime, limit, work).await,
@@ -273,7 +274,7 @@ async fn loads(
     if wanted(Check::Overload) || wanted(Check::RetryAfter) {
         let limit = bound(Check::Overload, options);
         let (overload, retry_after) =
-            match tokio::time::timeout(limit, load::overload(&probe_of)).await {
+            match tokio::time::timeout(limit, load::overload(&patient)).await {
                 Ok(Ok(pair)) => pair,
                 Ok(Err(error)) => (
                     failure(Check::Overload, limit, Some(&error)),
@@ -296,12 +297,12 @@ async fn loads(
     if wanted(Check::SlowRead) {
         let limit = bound(Check::SlowRead, options);
         let work = async {
-            let filled = slow_read::fill(&probe_of).await?;
+            let filled = slow_read::fill(&patient).await?;
             if let Some(waited) = turn.hand_on(server).await {
                 let _ = found.send(Event::HandedOn(waited));
             }
             match filled {
-                slow_read::Filled::Stalled(stalled) => slow_read::watch(&probe_of, stalled).await,
+                slow_read::Filled::Stalled(stalled) => slow_read::watch(&patient, stalled).await,
                 slow_read::Filled::Found(finding) => Ok(finding),
             }
         };
@@ -319,7 +320,7 @@ enum Event {
 }
 
 /// A watching check, started on its own copy of the probe.
-type StartCheck = fn(Probe) -> CheckFuture;
+type StartCheck = fn(Patient) -> CheckFuture;
 type CheckFuture = std::pin::Pin<Box<dyn std::future::Future<Output = Result<Finding>> + Send>>;
 
 /// A check under its time bound: a hang or an error becomes a failed finding.

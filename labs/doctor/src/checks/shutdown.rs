@@ -5,21 +5,21 @@
 use anyhow::Result;
 use lab_shutdown_drain::probe::{ShutdownProbeConfig, probe};
 
-use super::Probe;
+use super::Patient;
 use crate::{
     finding::{Check, Finding},
     options::Target,
 };
 
-pub async fn shutdown(probe_of: &Probe) -> Result<Finding> {
+pub async fn shutdown(patient: &Patient) -> Result<Finding> {
     let check = Check::Shutdown;
-    let Target::Command { port, command } = &probe_of.options.target else {
+    let Target::Command { port, command } = &patient.options.target else {
         return Ok(Finding::skip(
             check,
             "give the command that starts the server (--port P -- COMMAND) to check its shutdown",
         ));
     };
-    let options = &probe_of.options;
+    let options = &patient.options;
     let config = ShutdownProbeConfig {
         port: *port,
         path: options.paths.fast.clone(),

@@ -24,7 +24,7 @@ use tokio::{
     net::{TcpSocket, TcpStream},
 };
 
-use super::Probe;
+use super::Patient;
 use crate::finding::{Check, Finding, seconds};
 
 /// A write that has not completed in this long: the server stopped reading.
@@ -51,20 +51,20 @@ pub struct Stalled {
 }
 
 // ANCHOR: slow_read
-pub async fn slow_read(probe_of: &Probe) -> Result<Finding> {
-    match fill(probe_of).await? {
-        Filled::Stalled(stalled) => watch(probe_of, stalled).await,
+pub async fn slow_read(patient: &Patient) -> Result<Finding> {
+    match fill(patient).await? {
+        Filled::Stalled(stalled) => watch(patient, stalled).await,
         Filled::Found(finding) => Ok(finding),
     }
 }
 
 /// The first half: pipeline requests until a write stalls.
-pub async fn fill(probe_of: &Probe) -> Result<Filled> {
-    let path = match probe_of.options.paths.for_check(Check::SlowRead) {
+pub async fn fill(patient: &Patient) -> Result<Filled> {
+    let path = match patient.options.paths.for_check(Check::SlowRead) {
         Ok(path) => path,
         Err(skipped) => return Ok(Filled::Found(skipped)),
     };
-    let socket = if probe_of.addr.is_ipv4() {
+    let socket = if patient.addr.is_ipv4() {
         TcpSocket::new_v4()
     } else {
         TcpSocket::new_v6()
@@ -74,14 +74,14 @@ pub async fn fill(probe_of: &Probe) -> Result<Filled> {
     socket
         .set_recv_buffer_size(4096)
         .context("setting SO_RCVBUF")?;
-    let mut stream = tokio::time::timeout(Duration::from_secs(2), socket.connect(probe_of.addr))
+    let mut stream = tokio::time::timeout(Duration::from_secs(2), socket.connect(patient.addr))
         .await
         .context("connecting took over 2 s")?
-        .with_context(|| format!("connecting to {}", probe_of.addr))?;
-    let request = format!("GET {path} HTTP/1.1\r\nHost: {}\r\n\r\n", probe_of.host);
+        .with_context(|| format!("connecting to {}", patient.addr))?;
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {}\r\n\r\n", patient.host);
     let batch = request.repeat(BATCH).into_bytes();
     let mut sent = 0;
-    let most = if probe_of.remote() { MOST_REMOTE } else { MOST };
+    let most = if patient.remote() { MOST_REMOTE } else { MOST };
     loop {
         if sent >= most {
             return Ok(Filled::Found(Finding::skip(
@@ -114,8 +114,8 @@ pub async fn fill(probe_of: &Probe) -> Result<Filled> {
 
 /// The second half: watch the stalled connection in the kernel's table for
 /// one window.
-pub async fn watch(probe_of: &Probe, stalled: Stalled) -> Result<Finding> {
-    let window = probe_of.options.window;
+pub async fn watch(patient: &Patient, stalled: Stalled) -> Result<Finding> {
+    let window = patient.options.window;
     while stalled.at.elapsed() < window {
         tokio::time::sleep(Duration::from_millis(50)).await;
         let state = tcp_info(stalled.stream.as_raw_fd())

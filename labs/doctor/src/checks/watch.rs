@@ -9,19 +9,19 @@ use anyhow::Result;
 use lab_keepalive_race::probe::{IdleProbeConfig, probe};
 use lab_server_timeouts::stalled_client::{WatchOutcome, watch_request};
 
-use super::Probe;
+use super::Patient;
 use crate::finding::{Check, Finding, Grade, seconds};
 
 /// An answer that comes this fast did not wait for the rest of the body.
 const AT_ONCE: Duration = Duration::from_millis(250);
 
 // ANCHOR: idle
-pub async fn idle_keepalive(probe_of: &Probe) -> Result<Finding> {
-    let balancer = probe_of.options.balancer_idle;
-    let window = probe_of.options.window;
-    let mut config = IdleProbeConfig::new(probe_of.addr, window);
-    config.host = probe_of.host.clone();
-    config.path = probe_of.options.paths.fast.clone();
+pub async fn idle_keepalive(patient: &Patient) -> Result<Finding> {
+    let balancer = patient.options.balancer_idle;
+    let window = patient.options.window;
+    let mut config = IdleProbeConfig::new(patient.addr, window);
+    config.host = patient.host.clone();
+    config.path = patient.options.paths.fast.clone();
     let report = probe(&config).await?;
     let advertised = match report.advertised_s {
         Some(hint) => format!(" (it advertises Keep-Alive: timeout={hint})"),
@@ -83,17 +83,17 @@ pub async fn idle_keepalive(probe_of: &Probe) -> Result<Finding> {
 // ANCHOR_END: idle
 
 // ANCHOR: slow_head
-pub async fn slow_head(probe_of: &Probe) -> Result<Finding> {
+pub async fn slow_head(patient: &Patient) -> Result<Finding> {
     let request = format!(
         "GET {} HTTP/1.1\r\nHost: {}\r\n",
-        probe_of.options.paths.fast, probe_of.host
+        patient.options.paths.fast, patient.host
     );
-    let window = probe_of.options.window;
-    let seen = watch_request(probe_of.addr, request.as_bytes(), false, window).await?;
+    let window = patient.options.window;
+    let seen = watch_request(patient.addr, request.as_bytes(), false, window).await?;
     // hyper's header read timer is also its idle timer, so a server behind a
     // balancer sets it above the balancer's idle timeout (90 s behind 60 s):
     // a window shorter than that cannot tell such a timeout from none.
-    let telling = probe_of.options.balancer_idle.mul_f64(1.5);
+    let telling = patient.options.balancer_idle.mul_f64(1.5);
     if seen.first_action_ms().is_none() && window <= telling {
         return Ok(Finding::warn(
             Check::SlowHead,
@@ -116,18 +116,18 @@ pub async fn slow_head(probe_of: &Probe) -> Result<Finding> {
 }
 // ANCHOR_END: slow_head
 
-pub async fn slow_body(probe_of: &Probe) -> Result<Finding> {
-    let path = match probe_of.options.paths.for_check(Check::SlowBody) {
+pub async fn slow_body(patient: &Patient) -> Result<Finding> {
+    let path = match patient.options.paths.for_check(Check::SlowBody) {
         Ok(path) => path,
         Err(skipped) => return Ok(skipped),
     };
     let request = format!(
         "POST {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/octet-stream\r\n\
          Content-Length: 100\r\n\r\nabc",
-        probe_of.host
+        patient.host
     );
-    let window = probe_of.options.window;
-    let seen = watch_request(probe_of.addr, request.as_bytes(), false, window).await?;
+    let window = patient.options.window;
+    let seen = watch_request(patient.addr, request.as_bytes(), false, window).await?;
     if let Some((status, at_ms)) = seen.answered
         && at_ms < AT_ONCE.as_secs_f64() * 1000.0
         && !matches!(status, 400 | 408 | 413)

@@ -71,7 +71,7 @@ fn args(items: &[&str]) -> Vec<String> {
 /// every check where it is empty.
 fn lab_args(service: &str, checks: &[&str]) -> Vec<String> {
     let config = Config::for_mode(Mode::Quick);
-    let port = lab_kit::net::closed_loopback_port().unwrap();
+    let port = lab_kit::net::free_loopback_port().unwrap();
     let command = args(&[
         SERVICES,
         "serve",
@@ -201,36 +201,21 @@ fn peer(reply: &'static [u8]) -> u16 {
 }
 
 /// Runs the doctor with `line`, its "CLOSED" (if any) replaced by a port
-/// nothing listens on. A port closed when chosen can be taken by another
-/// process before the doctor looks (the other labs' tests run beside this
-/// one, and a server on port 0 takes a port from the same range): then the
-/// doctor rightly says something listens there, and the case runs again on
-/// another port, up to five times.
-fn run_on_a_closed_port(line: &[String], says: &str, limit: Duration) -> Ran {
-    let mut attempt = 0;
-    loop {
-        let port = lab_kit::net::closed_loopback_port().unwrap().to_string();
-        let args: Vec<String> = line
-            .iter()
-            .map(|word| word.replace("CLOSED", &port))
-            .collect();
-        let ran = doctor(&args, limit);
-        attempt += 1;
-        let taken = ran.stderr.contains("something already listens on")
-            || (!ran.stderr.contains(says)
-                && std::net::TcpStream::connect(("127.0.0.1", port.parse::<u16>().unwrap()))
-                    .is_ok());
-        let used_the_port = line.iter().any(|word| word.contains("CLOSED"));
-        if !(used_the_port && taken) || attempt == 5 {
-            return ran;
-        }
-        eprintln!("port {port} was taken by another process before the doctor looked; again");
-    }
+/// that refuses connections, and that no other test's server can be given,
+/// while the doctor runs ([`lab_kit::net::ClosedPort`]).
+fn run_on_a_closed_port(line: &[String], limit: Duration) -> Ran {
+    let closed = lab_kit::net::closed_loopback_port().unwrap();
+    let port = closed.port().to_string();
+    let args: Vec<String> = line
+        .iter()
+        .map(|word| word.replace("CLOSED", &port))
+        .collect();
+    doctor(&args, limit)
 }
 
 #[test]
 fn bad_input_is_one_line_and_exit_2() {
-    // "CLOSED" stands for a port nothing listens on, chosen just before its
+    // "CLOSED" stands for a port nothing listens on, held closed while its
     // case runs (see below).
     let closed = "CLOSED";
     let garbage = peer(b"SSH-2.0-OpenSSH_9.2\r\n").to_string();
@@ -265,7 +250,7 @@ fn bad_input_is_one_line_and_exit_2() {
     ];
     let mut never_listened = String::new();
     for (line, says, within) in cases {
-        let ran = run_on_a_closed_port(&line, says, Duration::from_secs(within + 5));
+        let ran = run_on_a_closed_port(&line, Duration::from_secs(within + 5));
         assert_eq!(ran.code, 2, "{line:?}: {}", ran.stderr);
         let lines: Vec<&str> = ran.stderr.lines().collect();
         assert_eq!(lines.len(), 1, "{line:?}: {}", ran.stderr);
@@ -302,7 +287,7 @@ fn bad_input_is_one_line_and_exit_2() {
 
 #[test]
 fn a_window_too_short_to_tell_a_header_timeout_from_none_is_a_warning() {
-    let port = lab_kit::net::closed_loopback_port().unwrap().to_string();
+    let port = lab_kit::net::free_loopback_port().unwrap().to_string();
     let line = args(&[
         "--json",
         "--port",

@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use lab_doctor::{Grade, checks::Probe, checks::slow_read::slow_read};
+use lab_doctor::{Grade, checks::Patient, checks::slow_read::slow_read};
 use lab_server_timeouts::servers::{Hardening, ServerSetup};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -25,12 +25,12 @@ async fn hyper_with_every_read_timeout_still_holds_a_client_that_never_reads() {
     let mut options = lab_doctor::options::parse(&[addr.to_string()]).unwrap();
     // Three times every timeout the server has.
     options.window = Duration::from_secs(3);
-    let probe_of = Probe {
+    let patient = Patient {
         addr,
         host: addr.to_string(),
         options,
     };
-    let finding = slow_read(&probe_of).await.unwrap();
+    let finding = slow_read(&patient).await.unwrap();
     assert_eq!(finding.grade, Grade::Fail, "{finding:?}");
     assert_eq!(finding.measured, "still open at 3.00 s");
 }
@@ -62,12 +62,12 @@ async fn slow_read_tells_a_fin_from_a_reset() {
         let addr = never_reads(fin, Duration::from_secs(1)).await;
         let mut options = lab_doctor::options::parse(&[addr.to_string()]).unwrap();
         options.window = Duration::from_secs(5);
-        let probe_of = Probe {
+        let patient = Patient {
             addr,
             host: addr.to_string(),
             options,
         };
-        let finding = tokio::time::timeout(Duration::from_secs(20), slow_read(&probe_of))
+        let finding = tokio::time::timeout(Duration::from_secs(20), slow_read(&patient))
             .await
             .expect("the check ends within its window")
             .unwrap();

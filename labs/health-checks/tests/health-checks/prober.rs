@@ -50,7 +50,8 @@ async fn a_server_that_never_answers_fails_every_probe_and_the_prober_ends() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_closed_port_fails_every_probe() {
-    let port = closed_loopback_port().expect("a closed port");
+    let closed = closed_loopback_port().expect("a closed port");
+    let port = closed.port();
     let start = Instant::now();
     let until = start + Duration::from_millis(200);
     let log = run_prober(liveness(), format!("http://127.0.0.1:{port}"), start, until)

@@ -185,11 +185,9 @@ async fn probe_command_gives_a_verdict_and_one_error_line_for_bad_servers() {
     // stderr does not run into it.
     assert!(stdout.ends_with('\n'), "{stdout:?}");
 
-    // A closed port: bind, note the port, close it.
-    let closed_port = std::net::SocketAddr::from((
-        std::net::Ipv4Addr::LOCALHOST,
-        closed_loopback_port().unwrap(),
-    ));
+    // A closed port, held closed until the test ends.
+    let closed = closed_loopback_port().unwrap();
+    let closed_port = closed.addr();
     // A server that answers garbage, and one that accepts and never answers.
     // Both hold their connection for at most 30 s.
     let garbage = TcpListener::bind("127.0.0.1:0").await.unwrap();

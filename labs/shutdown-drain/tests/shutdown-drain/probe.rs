@@ -8,7 +8,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use lab_kit::{Lab, Mode, net::closed_loopback_port};
+use lab_kit::{Lab, Mode, net::free_loopback_port};
 use lab_shutdown_drain::{Config, DeployCase, child::pid_exists, run_deploy};
 use serde_json::Value;
 
@@ -16,9 +16,9 @@ const LAB: &str = env!("CARGO_BIN_EXE_lab-shutdown-drain");
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
-/// A port nothing listens on right now.
+/// A port nothing listens on right now, for the server the probe starts.
 fn free_port() -> u16 {
-    closed_loopback_port().expect("a closed loopback port")
+    free_loopback_port().expect("a free loopback port")
 }
 
 struct Probed {

@@ -24,14 +24,14 @@ pub struct CaseMarks {
 
 /// Shared by the client, the server, the downstream and the database.
 #[derive(Debug)]
-pub struct CaseProbe {
+pub struct CaseLog {
     epoch: Instant,
     marks: Mutex<CaseMarks>,
 }
 
-impl CaseProbe {
-    pub fn start() -> Arc<CaseProbe> {
-        Arc::new(CaseProbe {
+impl CaseLog {
+    pub fn start() -> Arc<CaseLog> {
+        Arc::new(CaseLog {
             epoch: Instant::now(),
             marks: Mutex::new(CaseMarks::default()),
         })
@@ -66,14 +66,14 @@ impl CaseProbe {
 /// CaseMarks the downstream's end when dropped: on completion, or when hyper
 /// drops the downstream handler because its caller went away.
 pub struct DownstreamEndGuard {
-    pub probe: Arc<CaseProbe>,
+    pub log: Arc<CaseLog>,
     pub completed: bool,
 }
 
 impl Drop for DownstreamEndGuard {
     fn drop(&mut self) {
         let completed = self.completed;
-        self.probe.mark(|marks, now| {
+        self.log.mark(|marks, now| {
             marks.downstream_end_ms = Some(now);
             marks.downstream_completed = completed;
         });
