@@ -23,10 +23,36 @@ use lab_kit::clock::monotonic_ms;
 use tokio::sync::oneshot;
 use tokio_metrics::TaskMonitor;
 
-use crate::{
-    report::{Built, build_report, build_report_chunked},
-    server::{LagSample, Offload, Span},
-};
+use crate::report::{Built, build_report, build_report_chunked};
+
+/// How /report does its CPU work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Offload {
+    /// In the handler, on the runtime's worker: the bug.
+    Inline,
+    /// On tokio's blocking pool.
+    SpawnBlocking,
+    /// On a small rayon pool, the answer coming back through a oneshot channel.
+    Rayon,
+    /// Out of the request: a job queue and its worker; the client polls a URL.
+    BackgroundJob,
+    /// On the worker, but yielding every `chunk_rows` rows.
+    Chunked,
+}
+
+/// When one report's computation ran, in monotonic milliseconds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Span {
+    pub start_ms: f64,
+    pub end_ms: f64,
+}
+
+/// One wake-up of the lag probe: when it was due and how late it woke.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LagSample {
+    pub due_ms: f64,
+    pub late_ms: f64,
+}
 
 /// A finished or running background job.
 #[derive(Debug, Clone, Copy)]

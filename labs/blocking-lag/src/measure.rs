@@ -8,8 +8,9 @@ use lab_kit::clock::monotonic_ms;
 
 use crate::{
     Config,
+    handlers::Offload,
     prober::{ProberArgs, ProberProcess},
-    server::{LagServer, Offload, ServerSettings},
+    server::{LagServer, ServerSettings},
     setup::HandlerSetup,
     summary::{Measured, summarise},
 };

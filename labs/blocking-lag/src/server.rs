@@ -25,7 +25,8 @@ use tokio::sync::{oneshot, watch};
 use tokio_metrics::TaskMonitor;
 
 use crate::handlers::{
-    AppState, health, job_status, lag_probe, login, report, start_job, start_job_worker,
+    AppState, LagSample, Offload, Span, health, job_status, lag_probe, login, report, start_job,
+    start_job_worker,
 };
 
 /// Which runtime the server runs on.
@@ -55,35 +56,6 @@ impl Flavour {
         .context("building the server runtime")
         // ANCHOR_END: runtimes
     }
-}
-
-/// How /report does its CPU work.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Offload {
-    /// In the handler, on the runtime's worker: the bug.
-    Inline,
-    /// On tokio's blocking pool.
-    SpawnBlocking,
-    /// On a small rayon pool, the answer coming back through a oneshot channel.
-    Rayon,
-    /// Out of the request: a job queue and its worker; the client polls a URL.
-    BackgroundJob,
-    /// On the worker, but yielding every `chunk_rows` rows.
-    Chunked,
-}
-
-/// When one report's computation ran, in monotonic milliseconds.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Span {
-    pub start_ms: f64,
-    pub end_ms: f64,
-}
-
-/// One wake-up of the lag probe: when it was due and how late it woke.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct LagSample {
-    pub due_ms: f64,
-    pub late_ms: f64,
 }
 
 /// Everything the server was asked to do, and what it remembers.

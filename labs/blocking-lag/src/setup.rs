@@ -3,7 +3,7 @@
 
 use lab_kit::Series;
 
-use crate::server::{Flavour, Offload};
+use crate::{handlers::Offload, server::Flavour};
 
 /// One server setup the lab measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

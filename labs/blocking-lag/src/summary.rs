@@ -7,12 +7,7 @@ use anyhow::{Result, ensure};
 use lab_kit::stats::{Latencies, percentile};
 use serde::Serialize;
 
-use crate::{
-    Config,
-    prober::ProbeLine,
-    server::{ServerRecord, Span},
-    setup::HandlerSetup,
-};
+use crate::{Config, handlers::Span, prober::ProbeLine, server::ServerRecord, setup::HandlerSetup};
 
 /// Everything one setup produced.
 pub struct Measured {

@@ -25,7 +25,7 @@ use axum::{
 use lab_kit::clock::monotonic_ms;
 use tokio::sync::watch;
 
-use crate::{events::EventLog, server::ServerConfig};
+use crate::events::EventLog;
 
 /// What the handlers share.
 pub struct ShutdownAppState {
@@ -210,19 +210,23 @@ async fn events(State(state): State<Arc<ShutdownAppState>>) -> Response {
         .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
 }
 
+/// The app's state: the database at `db`, `/slow` working for `slow`, and
+/// `/events` ticking every `stream_tick` until `goaway` says to end.
 pub fn new_state(
-    config: &ServerConfig,
+    db: &Path,
+    slow: Duration,
+    stream_tick: Duration,
     goaway: watch::Receiver<bool>,
 ) -> Result<Arc<ShutdownAppState>> {
     Ok(Arc::new(ShutdownAppState {
         ready: AtomicBool::new(true),
         draining: AtomicBool::new(false),
         goaway,
-        db: Mutex::new(Some(open_db(&config.db)?)),
+        db: Mutex::new(Some(open_db(db)?)),
         in_flight: AtomicU64::new(0),
         last_response_bits: AtomicU64::new(0f64.to_bits()),
-        slow: config.slow,
-        stream_tick: config.stream_tick,
+        slow,
+        stream_tick,
     }))
 }
 

@@ -9,11 +9,7 @@ use std::{
 };
 
 use anyhow::{Context, Result, bail};
-use lab_kit::{
-    child::{ChildGuard, Ended},
-    clock::monotonic_ms,
-    net::AbortOnDrop,
-};
+use lab_kit::{child::ChildGuard, clock::monotonic_ms, net::AbortOnDrop};
 use tokio::{sync::watch, task::JoinSet};
 
 use crate::{
@@ -21,35 +17,10 @@ use crate::{
     app::written_ids,
     balancer::ReadinessBalancer,
     clients::{RequestSample, slow_request, steady_traffic, stream_client},
-    events::{Event, read_events},
-    server::{ShutdownStyle, spawn_peer},
-    timeline::{self, Deploy},
+    events::read_events,
+    server::spawn_peer,
+    timeline::{self, Deploy, DeployCase, ProcessEnding, ServerEvidence},
 };
-
-lab_kit::series! {
-    /// The four deploys the lab compares.
-    pub enum DeployCase {
-        /// No SIGTERM handler.
-        ExitAtOnce => "exit-at-once",
-        /// `with_graceful_shutdown` alone.
-        GracefulOnly => "graceful-only",
-        /// The full sequence.
-        Full => "full",
-        /// The full sequence, and one stream client that ignores `goaway`.
-        FullStuckStream => "full-stuck-stream",
-    }
-}
-
-impl DeployCase {
-    /// How the server being deployed handles SIGTERM.
-    pub fn style(self) -> ShutdownStyle {
-        match self {
-            DeployCase::ExitAtOnce => ShutdownStyle::ExitAtOnce,
-            DeployCase::GracefulOnly => ShutdownStyle::GracefulOnly,
-            DeployCase::Full | DeployCase::FullStuckStream => ShutdownStyle::Full,
-        }
-    }
-}
 
 /// Runs `case` once: start the backends, route traffic, deploy, check the database.
 pub async fn run_deploy(case: DeployCase, config: &Config) -> Result<Deploy> {
@@ -99,13 +70,6 @@ impl ServerFiles {
             peer_db: dir.join("peer.db"),
         }
     }
-}
-
-/// What the server left behind: its event log, the rows in its database.
-pub struct ServerEvidence {
-    pub events: Vec<Event>,
-    pub written: Vec<i64>,
-    pub child_pid: i32,
 }
 
 /// The server child, its in-process peer, and the balancer in front of both.
@@ -257,14 +221,6 @@ impl Traffic {
         samples.extend(collected);
         Ok(samples)
     }
-}
-
-/// How the orchestrator's part ended.
-pub struct ProcessEnding {
-    pub sigterm_at: f64,
-    pub exit_at: f64,
-    pub ended: Ended,
-    pub killed_by_orchestrator: bool,
 }
 
 // ANCHOR: orchestrator

@@ -33,7 +33,8 @@ pub mod timeline;
 pub use lab_kit::child;
 
 pub use config::{Config, production, server_exe};
-pub use deploy::{DeployCase, run_deploy};
+pub use deploy::run_deploy;
+pub use timeline::DeployCase;
 pub use timeline::{Deploy, DeploySummary, write_deploy};
 
 use std::process::ExitCode;

@@ -27,7 +27,7 @@ use lab_kit::{
     net::AbortOnDrop,
 };
 
-use crate::probe_report::{Observed, Seen, ShutdownProbeReport};
+use crate::probe_report::{Asked, Observed, Seen, ShutdownProbeReport};
 
 /// The probe's command line.
 #[derive(Debug, Clone, PartialEq)]
@@ -45,6 +45,18 @@ pub struct ShutdownProbeConfig {
     pub warmup: Duration,
     pub interval: Duration,
     pub command: Vec<String>,
+}
+
+impl ShutdownProbeConfig {
+    /// What the report repeats of it.
+    pub fn asked(&self) -> Asked<'_> {
+        Asked {
+            command: &self.command,
+            port: self.port,
+            ready_path: &self.ready_path,
+            grace: self.grace,
+        }
+    }
 }
 
 pub const USAGE: &str = "Usage: lab-shutdown-drain probe --port P [--path /] [--ready-path /readyz]
@@ -216,7 +228,10 @@ pub async fn probe(config: &ShutdownProbeConfig) -> Result<ShutdownProbeReport> 
         ended,
         killed_after_grace,
     };
-    Ok(ShutdownProbeReport::from_observed(&observed, config))
+    Ok(ShutdownProbeReport::from_observed(
+        &observed,
+        config.asked(),
+    ))
 }
 
 /// Starts the command once nothing else listens on `target`, and waits

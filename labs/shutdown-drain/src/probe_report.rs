@@ -1,10 +1,21 @@
 //! What the shutdown probe saw, as numbers ([`ShutdownProbeReport`]) and as
 //! sentences (its verdict): from the requests it timed around one SIGTERM.
 
+use std::time::Duration;
+
 use lab_kit::child::Ended;
 use serde::Serialize;
 
-use crate::probe::ShutdownProbeConfig;
+/// What the reader asked of the probe, as the report repeats it (from the
+/// probe's command line, `probe::ShutdownProbeConfig`).
+#[derive(Debug, Clone, Copy)]
+pub struct Asked<'a> {
+    pub command: &'a [String],
+    pub port: u16,
+    pub ready_path: &'a str,
+    /// The orchestrator's grace period.
+    pub grace: Duration,
+}
 
 /// What the probe saw. Times in ms after SIGTERM unless named otherwise; -1
 /// where something never happened.
@@ -80,7 +91,7 @@ pub struct Observed {
 
 impl ShutdownProbeReport {
     /// Counts what `seen` recorded and writes the verdict.
-    pub fn from_observed(seen: &Observed, config: &ShutdownProbeConfig) -> ShutdownProbeReport {
+    pub fn from_observed(seen: &Observed, config: Asked<'_>) -> ShutdownProbeReport {
         let sigterm_at = seen.sigterm_at;
         let after = |records: &[(f64, Seen)], wanted: Seen| {
             records
@@ -146,7 +157,7 @@ impl ShutdownProbeReport {
 }
 
 /// The report as sentences, one a line.
-fn verdict(report: &ShutdownProbeReport, config: &ShutdownProbeConfig) -> String {
+fn verdict(report: &ShutdownProbeReport, config: Asked<'_>) -> String {
     let mut lines = Vec::new();
     lines.push(match report.ready_status_before {
         200 => format!("{} answered 200 before SIGTERM", config.ready_path),

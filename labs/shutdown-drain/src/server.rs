@@ -83,7 +83,7 @@ pub struct ServerConfig {
 pub async fn serve(config: ServerConfig) -> Result<i32> {
     let events = EventLog::open(config.events.as_deref())?;
     let (goaway_sender, goaway) = watch::channel(false);
-    let state = new_state(&config, goaway)?;
+    let state = new_state(&config.db, config.slow, config.stream_tick, goaway)?;
     // Register the handler before announcing the port: a SIGTERM that comes
     // right after the lab learns the port must find it installed.
     let sigterm = match config.style {
@@ -264,7 +264,7 @@ pub async fn spawn_peer(db: &Path, stream_tick: Duration) -> Result<(SocketAddr,
         port_file: None,
         events: None,
     };
-    let state = new_state(&config, goaway)?;
+    let state = new_state(&config.db, config.slow, config.stream_tick, goaway)?;
     let listener = bind_loopback().await.context("binding the peer")?;
     let addr = listener
         .local_addr()

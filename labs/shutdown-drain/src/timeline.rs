@@ -1,17 +1,59 @@
-//! A deploy's requests on one timeline, and what they add up to: times made
-//! relative to the start of traffic, the readiness lane, and the summary
-//! (failed requests by kind, how the process ended, lost writes).
+//! A deploy's data: which deploy it was, what the orchestrator and the server
+//! left behind, and its requests on one timeline with what they add up to:
+//! times made relative to the start of traffic, the readiness lane, and the
+//! summary (failed requests by kind, how the process ended, lost writes).
+//! `deploy` runs a deploy and hands its evidence here.
 
 use anyhow::Result;
-use lab_kit::{Output, Series};
+use lab_kit::{Output, Series, child::Ended};
 use serde::Serialize;
 
 use crate::{
     balancer::Transition,
     clients::{Outcome, RequestSample},
-    deploy::{DeployCase, ProcessEnding, ServerEvidence},
-    events::first,
+    events::{Event, first},
+    server::ShutdownStyle,
 };
+
+lab_kit::series! {
+    /// The four deploys the lab compares.
+    pub enum DeployCase {
+        /// No SIGTERM handler.
+        ExitAtOnce => "exit-at-once",
+        /// `with_graceful_shutdown` alone.
+        GracefulOnly => "graceful-only",
+        /// The full sequence.
+        Full => "full",
+        /// The full sequence, and one stream client that ignores `goaway`.
+        FullStuckStream => "full-stuck-stream",
+    }
+}
+
+impl DeployCase {
+    /// How the server being deployed handles SIGTERM.
+    pub fn style(self) -> ShutdownStyle {
+        match self {
+            DeployCase::ExitAtOnce => ShutdownStyle::ExitAtOnce,
+            DeployCase::GracefulOnly => ShutdownStyle::GracefulOnly,
+            DeployCase::Full | DeployCase::FullStuckStream => ShutdownStyle::Full,
+        }
+    }
+}
+
+/// What the server left behind: its event log, the rows in its database.
+pub struct ServerEvidence {
+    pub events: Vec<Event>,
+    pub written: Vec<i64>,
+    pub child_pid: i32,
+}
+
+/// How the orchestrator's part ended.
+pub struct ProcessEnding {
+    pub sigterm_at: f64,
+    pub exit_at: f64,
+    pub ended: Ended,
+    pub killed_by_orchestrator: bool,
+}
 
 /// Everything one deploy produced.
 #[derive(Debug, Clone)]

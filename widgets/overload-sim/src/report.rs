@@ -2,10 +2,15 @@
 //! fills it in as the events go by: per time bucket (the widget's timeline)
 //! and per provider for the whole run (its totals line).
 
-use crate::{
-    breaker::BreakerState,
-    sim::{CallEnd, Provider},
-};
+use crate::{breaker::BreakerState, sim::config::Provider};
+
+/// How a call ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CallEnd {
+    Ok,
+    Failed,
+    TimedOut,
+}
 
 /// One slice of time. The per-provider arrays are indexed by
 /// [`Provider::index`]; counts are by the time a call ended.

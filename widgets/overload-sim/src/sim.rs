@@ -27,13 +27,13 @@ use std::{
 
 use seeded_rng::SplitMix64;
 
-mod config;
+pub(crate) mod config;
 mod random;
 
 pub use crate::report::{OverloadBucket, OverloadRun, ProviderTotals};
 use crate::{
     breaker::{Breaker, BreakerState, Permit},
-    report::RunRecorder,
+    report::{CallEnd, RunRecorder},
 };
 pub use config::{
     ConcurrencyLimit, FailureMode, FailureWindow, OverloadSimConfig, Provider, ProviderConfig,
@@ -50,14 +50,6 @@ enum Stage {
     /// On a provider's worker.
     InService,
     Done,
-}
-
-/// How a call ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum CallEnd {
-    Ok,
-    Failed,
-    TimedOut,
 }
 
 #[derive(Debug)]

@@ -22,7 +22,7 @@ use anyhow::{Context, Result, bail, ensure};
 
 use super::{
     LabData,
-    directives::{data_value, summary_field},
+    values::{data_value, summary_field},
 };
 
 /// How a claim compares its two values.

@@ -39,6 +39,7 @@ pub mod facts;
 pub mod quiz;
 pub mod runs;
 mod table;
+mod values;
 pub mod workshop;
 
 use std::{

@@ -113,7 +113,7 @@ fn check(quiz: &QuizFile, slug: &str) -> Result<()> {
                 .flat_map(|option| [&option.text, &option.why]),
         );
         for text in texts {
-            for quoted in crate::tidy::data_directives(text) {
+            for quoted in crate::book::directive::data_directives(text) {
                 ensure!(
                     quoted.lab == slug,
                     "question {number} quotes lab {:?}: the quiz of {slug} quotes only its own lab's run",

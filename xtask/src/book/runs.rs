@@ -9,7 +9,8 @@ use anyhow::{Context, Result};
 use lab_kit::{Mode, exit::bad_input};
 
 use crate::{
-    book, data, project::Project, release, reuse, runner, steps::Steps, tidy::data_directives,
+    book, book::directive::data_directives, data, project::Project, release, reuse, runner,
+    steps::Steps,
 };
 
 /// `cargo xtask book` (and `serve`): where the book's data comes from.

@@ -3,7 +3,7 @@
 
 use anyhow::{Context, Result, bail, ensure};
 
-use super::{LabData, directives::html_escape};
+use super::{LabData, values::html_escape};
 use crate::data::{Clock, PointKind};
 
 pub(super) fn data_table(

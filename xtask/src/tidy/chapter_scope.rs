@@ -4,37 +4,7 @@
 //! from any lab, but draws no charts.
 
 use super::Problems;
-use crate::book::directive::{Directive, well_formed};
-
-/// One `{{#chart ...}}`, `{{#table ...}}`, `{{#value ...}}` or `{{#claim ...}}`
-/// in a page.
-#[derive(Debug, PartialEq)]
-pub(crate) struct DataDirective<'a> {
-    /// The directive: its `name` is `chart`, `table`, `value` or `claim`, its
-    /// `args` `<slug> <series> <field>` for a value.
-    pub(crate) directive: Directive<'a>,
-    /// The lab it reads: the slug before the `/` of a chart, the first word
-    /// of a table, a value or a claim.
-    pub(crate) lab: &'a str,
-}
-
-/// The data directives of a page, as the book's preprocessor reads them
-/// (`book::directive`): a directive preceded by a backslash is text, not a
-/// directive; reading stops at one that is not closed (the includes check
-/// names it).
-pub(crate) fn data_directives(text: &str) -> Vec<DataDirective<'_>> {
-    well_formed(text)
-        .filter_map(|directive| {
-            let target = directive.args.split_whitespace().next()?;
-            let lab = match directive.name {
-                "chart" => target.split('/').next().unwrap_or(target),
-                "table" | "value" | "claim" => target,
-                _ => return None,
-            };
-            Some(DataDirective { directive, lab })
-        })
-        .collect()
-}
+use crate::book::directive::data_directives;
 
 /// Checks one page: `page` is its file name in book/ (`conn-reuse.md`),
 /// `labs` every lab's slug.

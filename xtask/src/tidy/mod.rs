@@ -32,7 +32,6 @@ mod type_names;
 mod workshops;
 
 pub use built::check_built_book;
-pub(crate) use chapter_scope::data_directives;
 
 /// Every problem found, so one run shows them all.
 #[derive(Default)]
