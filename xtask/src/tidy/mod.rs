@@ -25,6 +25,7 @@ mod facts;
 mod features;
 mod file_length;
 mod fn_length;
+mod import_cycles;
 mod includes;
 mod learning;
 mod paths;
@@ -217,7 +218,7 @@ fn check_rust_files(sources: &[(String, String)], problems: &mut Problems) {
 
 /// The layout rules: every chapter shows only its own lab's data, no Rust
 /// file and no function is over its line limit, no public type name is
-/// defined twice in one package.
+/// defined twice in one package, no two files of a crate import each other.
 fn check_layout(
     project: &Project,
     chapters: &[PathBuf],
@@ -240,6 +241,7 @@ fn check_layout(
         fn_length::check_file(relative, text, problems);
     }
     type_names::check(sources, problems);
+    import_cycles::check(sources, problems);
     Ok(())
 }
 
