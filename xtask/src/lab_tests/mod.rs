@@ -11,7 +11,8 @@
 //!   true` in `[package.metadata.lab]`), and of the crates that say the same
 //!   in `[package.metadata.tests]`, at the same time, as one batch;
 //! - then every other binary alone;
-//! - and, from the first batch to the last, the tests a package names under
+//! - and, from the moment cargo has built its binary (the rest of the build
+//!   goes on beside it) to the last batch, the tests a package names under
 //!   `[package.metadata.tests.background-tests]`: tests that only sleep, for
 //!   longer than a batch (the facts' 90 s idle connection), which run only
 //!   where [`lab_kit::REAL_TIME`] is set.
@@ -25,11 +26,12 @@ mod binaries;
 mod running;
 
 use std::{
-    io::{Read, Seek},
+    io::{BufRead, BufReader, Read, Seek},
     process::ExitStatus,
+    thread,
 };
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result, anyhow, bail};
 
 use crate::{project::Project, steps};
 use binaries::{Lane, TestBinary};
@@ -42,7 +44,7 @@ const OUTPUT_TAIL: usize = 200;
 /// artifacts `cargo xtask book` built), runs them in their lanes and the doc
 /// tests after them, and fails naming every binary that failed.
 pub fn run(project: &Project) -> Result<()> {
-    let binaries = build(project)?;
+    let (binaries, mut background) = build(project)?;
     let total = binaries.len();
     let mut failed = Vec::new();
     let mut count = 0;
@@ -64,13 +66,6 @@ pub fn run(project: &Project) -> Result<()> {
             failed.push(format!("{}: {}", finished.binary.name, finished.summary()));
         }
     };
-    let mut background = Vec::new();
-    for binary in binaries
-        .iter()
-        .filter(|binary| binary.lane == Lane::Background)
-    {
-        background.push(Running::start(binary)?);
-    }
     for batch in batches(&binaries) {
         let started = batch.iter().map(Running::start).collect::<Result<_>>()?;
         running::wait_all(started, &mut background, &mut report)?;
@@ -109,30 +104,72 @@ fn cargo_test(project: &Project, extra: &[&str]) -> Result<(ExitStatus, String)>
 }
 
 /// `cargo test --no-run`, and the binaries it built read from its JSON
-/// messages.
-fn build(project: &Project) -> Result<Vec<TestBinary>> {
+/// messages as cargo writes them. A background run starts as soon as its
+/// binary is built: its wait in real time (the facts' 92 s) then overlaps
+/// the rest of the build instead of setting the length of the runs.
+fn build(project: &Project) -> Result<(Vec<TestBinary>, Vec<Running>)> {
+    let (messages, writer) = std::io::pipe().context("creating a pipe for cargo's messages")?;
+    let mut command = project.cargo();
     // The targets that hold tests (libraries, binaries and tests/), not the
     // examples `cargo test` would also build: clippy checks that those compile.
-    let (status, text) = cargo_test(
-        project,
-        &[
+    command
+        .args(["test", "--release", "--workspace", "--exclude", "xtask"])
+        .args([
             "--tests",
             "--no-run",
             "--message-format=json-render-diagnostics",
-        ],
-    )?;
+        ])
+        .stdout(writer);
+    // Cargo runs in a thread of its own, and this thread reads its messages
+    // and starts the background runs: a run is killed when the thread that
+    // started it ends (`PR_SET_PDEATHSIG` follows the thread, not the
+    // process), so it must be the thread that waits for it later.
+    let building = thread::spawn(move || {
+        let status = steps::status_with_heartbeat(&mut command, "cargo test --tests");
+        // The command holds the pipe's other end: without it the reader
+        // sees the end of cargo's messages.
+        drop(command);
+        status
+    });
+    let (mut found, mut background) = (Vec::new(), Vec::new());
+    let read = read_messages(messages, &mut found, &mut background);
+    let status = building
+        .join()
+        .map_err(|_| anyhow!("the thread running cargo panicked"));
+    if read.is_err() || !matches!(&status, Ok(Ok(status)) if status.success()) {
+        for run in &background {
+            run.kill_group();
+        }
+    }
+    read?;
+    let status = status??;
     if !status.success() {
         bail!("building the tests failed ({status})");
-    }
-    let mut found = Vec::new();
-    for line in text.lines() {
-        found.extend(binaries::from_message(line)?);
     }
     if found.is_empty() {
         bail!("cargo built no test binary");
     }
     found.sort_by(|a, b| a.name.cmp(&b.name));
-    Ok(found)
+    Ok((found, background))
+}
+
+/// Reads cargo's JSON messages until cargo ends, noting every test binary
+/// and starting each background run as soon as its binary is built.
+fn read_messages(
+    messages: std::io::PipeReader,
+    found: &mut Vec<TestBinary>,
+    background: &mut Vec<Running>,
+) -> Result<()> {
+    for line in BufReader::new(messages).lines() {
+        let line = line.context("reading cargo's messages")?;
+        for binary in binaries::from_message(&line)? {
+            if binary.lane == Lane::Background {
+                background.push(Running::start(&binary)?);
+            }
+            found.push(binary);
+        }
+    }
+    Ok(())
 }
 
 /// The side-by-side binaries as one batch, run first (a failure there shows

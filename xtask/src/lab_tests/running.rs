@@ -57,7 +57,7 @@ impl Running {
     }
 
     /// Kills the binary's process group (it and every server it started).
-    fn kill_group(&self) {
+    pub fn kill_group(&self) {
         lab_kit::process::kill_group(self.child.id() as i32);
     }
 
