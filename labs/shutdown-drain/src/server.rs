@@ -99,14 +99,17 @@ pub async fn serve(config: ServerConfig) -> Result<i32> {
         .local_addr()
         .context("reading the bound port")?
         .port();
+    events.log_value("listening", f64::from(port));
+    // As this process sees itself: 1 when it is PID 1 of a PID namespace.
+    // Logged before the port file announces the port: a server with no
+    // SIGTERM handler dies the moment the signal that follows arrives, and
+    // written after, its pid was missing from one fresh-clone CI run's log.
+    events.log_value("pid", f64::from(std::process::id()));
     if let Some(port_file) = &config.port_file {
         let temporary = port_file.with_extension("tmp");
         std::fs::write(&temporary, port.to_string()).context("writing the port file")?;
         std::fs::rename(&temporary, port_file).context("renaming the port file")?;
     }
-    events.log_value("listening", f64::from(port));
-    // As this process sees itself: 1 when it is PID 1 of a PID namespace.
-    events.log_value("pid", f64::from(std::process::id()));
     eprintln!(
         "server: {} listening on 127.0.0.1:{port}",
         config.style.name()
