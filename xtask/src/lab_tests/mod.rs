@@ -91,16 +91,20 @@ pub fn run(project: &Project) -> Result<()> {
 /// with whether it succeeded.
 fn cargo_test(project: &Project, extra: &[&str]) -> Result<(ExitStatus, String)> {
     let mut stdout = tempfile::tempfile().context("creating a temporary file")?;
-    let mut command = project.cargo();
-    command
-        .args(["test", "--release", "--workspace", "--exclude", "xtask"])
-        .args(extra)
-        .stdout(stdout.try_clone()?);
+    let mut command = cargo_test_command(project);
+    command.args(extra).stdout(stdout.try_clone()?);
     let status = steps::status_with_heartbeat(&mut command, &format!("cargo test {}", extra[0]))?;
     let mut text = String::new();
     stdout.rewind()?;
     stdout.read_to_string(&mut text)?;
     Ok((status, text))
+}
+
+/// `cargo test --release` over every crate but the xtask.
+fn cargo_test_command(project: &Project) -> std::process::Command {
+    let mut command = project.cargo();
+    command.args(["test", "--release", "--workspace", "--exclude", "xtask"]);
+    command
 }
 
 /// `cargo test --no-run`, and the binaries it built read from its JSON
@@ -109,11 +113,10 @@ fn cargo_test(project: &Project, extra: &[&str]) -> Result<(ExitStatus, String)>
 /// the rest of the build instead of setting the length of the runs.
 fn build(project: &Project) -> Result<(Vec<TestBinary>, Vec<Running>)> {
     let (messages, writer) = std::io::pipe().context("creating a pipe for cargo's messages")?;
-    let mut command = project.cargo();
+    let mut command = cargo_test_command(project);
     // The targets that hold tests (libraries, binaries and tests/), not the
     // examples `cargo test` would also build: clippy checks that those compile.
     command
-        .args(["test", "--release", "--workspace", "--exclude", "xtask"])
         .args([
             "--tests",
             "--no-run",
