@@ -134,6 +134,19 @@ fn sysroot(project: &Project) -> Result<PathBuf> {
     ))
 }
 
+/// The toolchain's clippy driver, a rustc that also runs clippy's lints
+/// (`cargo clippy` runs cargo with it as the workspace's rustc).
+pub fn clippy_driver(project: &Project) -> Result<PathBuf> {
+    let driver = sysroot(project)?.join("bin").join("clippy-driver");
+    if !driver.exists() {
+        bail!(
+            "{} is missing: the clippy component is not installed",
+            driver.display()
+        );
+    }
+    Ok(driver)
+}
+
 fn rustup_present() -> bool {
     Command::new("rustup")
         .arg("--version")
