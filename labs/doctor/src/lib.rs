@@ -12,6 +12,8 @@
 
 pub mod checks;
 pub mod compare;
+pub mod duration;
+pub mod expect;
 pub mod finding;
 pub mod lab;
 pub mod options;

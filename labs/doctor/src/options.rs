@@ -3,12 +3,16 @@
 //! itself (which the shutdown check needs). Flags take one value each, read
 //! by the kit's parser; the target and the checks are the words between.
 
-use std::time::Duration;
+use std::{path::PathBuf, time::Duration};
 
 use anyhow::{Context, Result, bail};
 use lab_kit::flags::{self, Arg, Flags, Opt};
 
-use crate::finding::{Check, Finding};
+pub use crate::duration::duration;
+use crate::{
+    expect::{self, Expectations},
+    finding::{Check, Finding},
+};
 
 /// What to probe: a server that already listens, or a command to start.
 #[derive(Debug, Clone, PartialEq)]
@@ -57,6 +61,10 @@ pub struct Options {
     pub grace: Duration,
     pub json: bool,
     pub allow_remote: bool,
+    /// `--expect FILE`: the rules the exit code follows, read before any probe.
+    pub expect: Option<Expectations>,
+    /// `--json-out FILE`: the JSON report, written there as well.
+    pub json_out: Option<PathBuf>,
 }
 
 impl Paths {
@@ -85,7 +93,7 @@ impl Paths {
 /// routes first (`PATH_FLAGS` of them), then the settings. A placeholder is the
 /// flag's default where it has one.
 #[rustfmt::skip]
-const FLAGS: [Opt; 14] = [
+const FLAGS: [Opt; 16] = [
     Opt::value("--path", "/", "a fast path: the idle client's request, the canary"),
     Opt::value("--body-path", "PATH", "a route that reads a request body (default: --path)"),
     Opt::value("--read-path", "PATH", "a route with a large answer (default: --path)"),
@@ -99,6 +107,8 @@ const FLAGS: [Opt; 14] = [
     Opt::value("--max-in-flight", "64", "top of the overload ramp (4, a quarter of it, then it)"),
     Opt::value("--grace", "30s", "SIGTERM to SIGKILL in the shutdown check"),
     Opt::switch("--json", "one JSON object on stdout instead of the text report"),
+    Opt::value("--json-out", "FILE", "also write the JSON report to FILE (for a CI job's artifacts)"),
+    Opt::value("--expect", "FILE", "the rules the exit code follows (below), instead of \"any warning\""),
     Opt::switch("--allow-remote", "probe a host that is not loopback (be polite: the ramp stops \
         at 16 callers, each at most 20 calls a second, and the slow read sends at most 4096 \
         requests)"),
@@ -126,31 +136,20 @@ Paths (a check whose path is not given is skipped):
 {}Durations: 60s, 1.5s, 250ms, 2m.
 
 Exit: 0 every check passed or was skipped; 1 a check warned or failed;
-2 could not probe (bad arguments, nothing listening, not HTTP, no answer).",
+2 could not probe (bad arguments, nothing listening, not HTTP, no answer).
+
+With --expect FILE, exit 1 is for a broken rule of FILE instead (TOML):
+  fail-on = [\"fail\"]           # grades that fail the build (default: warn, fail)
+  [checks.idle-keepalive]
+  fail-on = [\"warn\", \"fail\"]  # this check's own
+  max = \"55s\"                  # bounds on what it measured: min, max
+Every check measures seconds (until the server closed, cut or reset; the
+canary's worst stall; SIGTERM to exit; the least Retry-After) but overload,
+which counts the refusals at the top of its ramp. A rule for a check that did
+not run, or that measured no number, is broken.",
         flags::help(&FLAGS[..PATH_FLAGS], 2),
         flags::help(&FLAGS[PATH_FLAGS..], 2)
     )
-}
-
-/// `60s`, `1.5s`, `250ms`, `2m`.
-pub fn duration(text: &str) -> Result<Duration> {
-    let (number, unit) = match text.find(|c: char| c.is_ascii_alphabetic()) {
-        Some(at) => text.split_at(at),
-        None => bail!("{text:?} has no unit: write 60s, 1.5s, 250ms or 2m"),
-    };
-    let value: f64 = number
-        .parse()
-        .with_context(|| format!("{text:?} is not a duration"))?;
-    let seconds = match unit {
-        "ms" => value / 1000.0,
-        "s" => value,
-        "m" => value * 60.0,
-        _ => bail!("{text:?}: unknown unit {unit:?} (ms, s or m)"),
-    };
-    if !seconds.is_finite() || seconds <= 0.0 || seconds > 3600.0 {
-        bail!("{text:?} is not a duration between 1 ms and 1 hour");
-    }
-    Ok(Duration::from_secs_f64(seconds))
 }
 
 /// `--port P`, which goes with a command after `--`: the usage writes it in
@@ -209,6 +208,8 @@ pub fn parse(args: &[String]) -> Result<Options> {
             }
             "--port" => port = Some(flag.parse::<u16>("a port")?),
             "--json" => options.json = true,
+            "--json-out" => options.json_out = Some(PathBuf::from(flag.value)),
+            "--expect" => options.expect = Some(expect::read(flag.value.as_ref())?),
             "--allow-remote" => options.allow_remote = true,
             _ => return Err(flag.unknown()),
         }
@@ -239,6 +240,8 @@ fn defaults() -> Options {
         grace: Duration::from_secs(30),
         json: false,
         allow_remote: false,
+        expect: None,
+        json_out: None,
     }
 }
 

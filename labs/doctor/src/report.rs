@@ -5,6 +5,7 @@ use lab_kit::exit::Exit;
 use serde::Serialize;
 
 use crate::{
+    expect::Judged,
     finding::{Finding, Grade},
     options::{Options, Target},
 };
@@ -15,21 +16,33 @@ pub struct Report {
     pub balancer_idle_s: f64,
     pub window_s: f64,
     pub findings: Vec<Finding>,
-    /// 0 every check passed or was skipped, 1 a check warned or failed.
+    /// With `--expect FILE`: the rules of FILE the findings broke.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expect: Option<Judged>,
+    /// 0 every check passed or was skipped, 1 a check warned or failed;
+    /// with `--expect`, 0 every rule held, 1 one was broken.
     pub exit: u8,
 }
 
 impl Report {
     pub fn new(options: &Options, findings: Vec<Finding>) -> Report {
-        let found = findings
-            .iter()
-            .any(|finding| matches!(finding.grade, Grade::Warn | Grade::Fail));
+        let expect = options
+            .expect
+            .as_ref()
+            .map(|expectations| expectations.judge(&findings));
+        let found = match &expect {
+            Some(judged) => !judged.broken.is_empty(),
+            None => findings
+                .iter()
+                .any(|finding| matches!(finding.grade, Grade::Warn | Grade::Fail)),
+        };
         let exit = if found { Exit::Failed } else { Exit::Success }.code();
         Report {
             target: describe(&options.target),
             balancer_idle_s: options.balancer_idle.as_secs_f64(),
             window_s: options.window.as_secs_f64(),
             findings,
+            expect,
             exit,
         }
     }
@@ -83,6 +96,23 @@ impl Report {
             self.count(Grade::Fail),
             self.count(Grade::Skip)
         ));
+        if let Some(judged) = &self.expect {
+            if judged.broken.is_empty() {
+                text.push_str(&format!("expect {}: every rule held\n", judged.file));
+            } else {
+                text.push_str(&format!(
+                    "expect {}: {} broken\n",
+                    judged.file,
+                    match judged.broken.len() {
+                        1 => "1 rule".to_string(),
+                        many => format!("{many} rules"),
+                    }
+                ));
+                for broken in &judged.broken {
+                    text.push_str(&format!("  {broken}\n"));
+                }
+            }
+        }
         text
     }
 }

@@ -74,6 +74,11 @@ pub fn main() -> ExitCode {
     match outcome {
         Ok(findings) => {
             let report = Report::new(&options, findings);
+            if let Some(path) = &options.json_out
+                && let Err(error) = write_json(path, &report)
+            {
+                return exit::exit_code(PROGRAM, Err(error));
+            }
             let printed = if options.json {
                 serde_json::to_string(&report).map_err(anyhow::Error::from)
             } else {
@@ -93,7 +98,32 @@ pub fn main() -> ExitCode {
                 let line = serde_json::json!({ "error": format!("{error:#}"), "exit": exit });
                 let _ = writeln!(std::io::stdout(), "{line}");
             }
+            // A CI job's artifact says why there is no report.
+            if let Some(path) = &options.json_out {
+                let line = serde_json::json!({ "error": format!("{error:#}"), "exit": Exit::Error.code() });
+                if let Err(written) = write_json(path, &line) {
+                    return exit::exit_code(PROGRAM, Err(written));
+                }
+            }
             exit::exit_code(PROGRAM, Err(error.context("could not probe")))
         }
     }
+}
+
+/// The JSON report in `path`, whole or not at all: written to a temporary
+/// file beside it, then renamed over it.
+fn write_json(path: &std::path::Path, report: &impl serde::Serialize) -> anyhow::Result<()> {
+    use anyhow::Context;
+    let context = || format!("--json-out {}", path.display());
+    let folder = match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => std::path::Path::new("."),
+    };
+    let mut file = tempfile::NamedTempFile::new_in(folder).with_context(context)?;
+    serde_json::to_writer(&mut file, report).with_context(context)?;
+    writeln!(file).with_context(context)?;
+    file.persist(path)
+        .map_err(|error| error.error)
+        .with_context(context)?;
+    Ok(())
 }

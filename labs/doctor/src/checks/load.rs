@@ -334,7 +334,9 @@ fn retry_after(calls: &[Call]) -> Finding {
                 "{missing} of {} refusals without Retry-After",
                 refused.len()
             ),
-            Some(missing as f64),
+            // Its number is the least Retry-After, in seconds, where every
+            // refusal had one (`--expect` bounds it): none to give here.
+            None,
             "a client refused without Retry-After retries on its own schedule, often at once: \
              tell it when to come back",
         );

@@ -16,15 +16,15 @@ use lab_kit::{Lab, Mode};
 const DOCTOR: &str = env!("CARGO_BIN_EXE_doctor");
 const SERVICES: &str = env!("CARGO_BIN_EXE_lab-doctor");
 
-struct Ran {
-    code: i32,
-    stdout: String,
-    stderr: String,
-    took: Duration,
+pub(crate) struct Ran {
+    pub(crate) code: i32,
+    pub(crate) stdout: String,
+    pub(crate) stderr: String,
+    pub(crate) took: Duration,
 }
 
 /// Runs the doctor, killed if it outlives `limit` (a hang fails the test).
-fn doctor(args: &[String], limit: Duration) -> Ran {
+pub(crate) fn doctor(args: &[String], limit: Duration) -> Ran {
     let started = Instant::now();
     let mut child = Command::new(DOCTOR)
         .args(args)
@@ -63,13 +63,13 @@ fn doctor(args: &[String], limit: Duration) -> Ran {
     }
 }
 
-fn args(items: &[&str]) -> Vec<String> {
+pub(crate) fn args(items: &[&str]) -> Vec<String> {
     items.iter().map(|item| item.to_string()).collect()
 }
 
 /// The lab's arguments for one of its Rust services, as JSON: `checks`, or
 /// every check where it is empty.
-fn lab_args(service: &str, checks: &[&str]) -> Vec<String> {
+pub(crate) fn lab_args(service: &str, checks: &[&str]) -> Vec<String> {
     let config = Config::for_mode(Mode::Quick);
     let port = lab_kit::net::free_loopback_port().unwrap();
     let command = args(&[

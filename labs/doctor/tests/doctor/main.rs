@@ -3,6 +3,7 @@
 //! crate keeps `cargo xtask test` from spending its time linking.
 
 mod doctor;
+mod expect;
 mod no_write_timeout;
 mod slowhttptest;
 mod units;

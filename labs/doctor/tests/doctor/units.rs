@@ -207,3 +207,129 @@ mod finding {
         }
     }
 }
+
+/// `expect.rs`: which findings break which rules.
+mod expect {
+    use lab_doctor::{
+        expect::parse,
+        finding::{Check, Finding},
+    };
+
+    fn findings() -> Vec<Finding> {
+        vec![
+            Finding::warn(
+                Check::IdleKeepAlive,
+                "still open at 45.00 s",
+                Some(45.0),
+                "x",
+            ),
+            Finding::pass(Check::SlowHead, "closed after 10.00 s", Some(10.0), "x"),
+            Finding::pass(
+                Check::Overload,
+                "at 64 in flight: 900 calls",
+                Some(40.0),
+                "x",
+            ),
+            Finding::skip(Check::RetryAfter, "no refusals"),
+        ]
+    }
+
+    fn broken(rules: &str) -> Vec<String> {
+        parse(rules, "rules.toml")
+            .unwrap()
+            .judge(&findings())
+            .broken
+    }
+
+    #[test]
+    fn without_rules_a_warning_breaks_the_build_as_without_a_file() {
+        assert_eq!(
+            broken(""),
+            ["idle-keepalive: warn (\"still open at 45.00 s\"), and fail-on holds \"warn\""]
+        );
+    }
+
+    #[test]
+    fn fail_on_is_the_files_then_the_checks_own() {
+        assert!(broken("fail-on = [\"fail\"]").is_empty());
+        let rules = "fail-on = []\n[checks.idle-keepalive]\nfail-on = [\"warn\"]";
+        assert_eq!(broken(rules).len(), 1);
+        let rules = "[checks.idle-keepalive]\nfail-on = []";
+        assert!(broken(rules).is_empty());
+    }
+
+    #[test]
+    fn bounds_are_in_the_checks_unit_and_inclusive() {
+        let seconds = "fail-on = []\n[checks.slow-head]\nmin = \"10s\"\nmax = 10";
+        assert!(broken(seconds).is_empty());
+        let seconds = "fail-on = []\n[checks.slow-head]\nmax = \"9500ms\"";
+        assert_eq!(
+            broken(seconds),
+            ["slow-head: max 9.5 s, measured \"closed after 10.00 s\""]
+        );
+        let count = "fail-on = []\n[checks.overload]\nmin = 41";
+        assert_eq!(
+            broken(count),
+            ["overload: min 41, measured \"at 64 in flight: 900 calls\""]
+        );
+    }
+
+    #[test]
+    fn a_bound_on_a_skipped_check_or_one_that_did_not_run_is_broken() {
+        let rules = "fail-on = []\n[checks.retry-after]\nmin = 1\n[checks.shutdown]\nmax = \"5s\"";
+        assert_eq!(
+            broken(rules),
+            [
+                "retry-after: min 1 s, but the check was skipped (no refusals)",
+                "shutdown: the file has a rule for it, but it did not run",
+            ]
+        );
+    }
+}
+
+/// `ci/`: the files the page "The doctor in CI" shows are the doctor's own
+/// input: the rule file reads, and the job's command line parses.
+mod ci {
+    use lab_doctor::{
+        Check, Target,
+        expect::{self, Unit},
+        options,
+    };
+
+    const CI: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/ci");
+
+    #[test]
+    fn the_rule_file_the_page_shows_reads_and_bounds_what_the_book_advises() {
+        let rules = expect::read(format!("{CI}/doctor-expect.toml").as_ref()).unwrap();
+        let rule = |check: Check| rules.rules.iter().find(|rule| rule.check == check).unwrap();
+        // Longer than the balancer's 60 s; a head cut within 90 s; 50 ms.
+        assert_eq!(rule(Check::IdleKeepAlive).min, Some(61.0));
+        assert_eq!(rule(Check::SlowHead).max, Some(90.0));
+        assert_eq!(rule(Check::BlockedRuntime).max, Some(0.05));
+        assert_eq!(expect::unit(Check::Overload), Unit::Count);
+        assert_eq!(rule(Check::Overload).min, Some(1.0));
+    }
+
+    #[test]
+    fn the_jobs_command_line_parses_as_the_doctor_reads_it() {
+        let job = std::fs::read_to_string(format!("{CI}/github-actions.yml")).unwrap();
+        let (_, after) = job.split_once("target/release/doctor").unwrap();
+        let (command, _) = after.split_once("- name:").unwrap();
+        let words: Vec<String> = command
+            .split_whitespace()
+            .map(|word| match word {
+                "doctor-expect.toml" => format!("{CI}/doctor-expect.toml"),
+                word => word.to_string(),
+            })
+            .collect();
+        let options = options::parse(&words).unwrap();
+        assert!(options.expect.is_some());
+        assert_eq!(
+            options.json_out.as_deref(),
+            Some(std::path::Path::new("doctor.json"))
+        );
+        assert!(matches!(options.target, Target::Command { port: 8080, .. }));
+        // The window is above every bound of the rule file.
+        assert!(options.window.as_secs_f64() > 90.0);
+    }
+}
