@@ -141,7 +141,7 @@ Exit: 0 every check passed or was skipped; 1 a check warned or failed;
 With --expect FILE, exit 1 is for a broken rule of FILE instead (TOML):
   fail-on = [\"fail\"]           # grades that fail the build (default: warn, fail)
   [checks.idle-keepalive]
-  fail-on = [\"warn\", \"fail\"]  # this check's own
+  fail-on = [\"warn\", \"fail\"]   # this check's own
   max = \"55s\"                  # bounds on what it measured: min, max
 Every check measures seconds (until the server closed, cut or reset; the
 canary's worst stall; SIGTERM to exit; the least Retry-After) but overload,
