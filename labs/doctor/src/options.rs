@@ -264,11 +264,29 @@ fn target_from(
             let Some(target) = words.first() else {
                 bail!("no target: give HOST:PORT, or --port P -- COMMAND (see --help)");
             };
-            let target = target.to_string();
+            let target = bare_target(target)?;
             words.remove(0);
             Target::Listening(target)
         }
     })
+}
+
+/// `HOST:PORT` from what the reader typed: `http://HOST:PORT/` is taken as
+/// `HOST:PORT`; `https://` is refused in one line, since the doctor speaks
+/// HTTP/1.1 over plain TCP.
+fn bare_target(typed: &str) -> Result<String> {
+    if typed.starts_with("https://") {
+        bail!(
+            "{typed}: the doctor speaks HTTP/1.1 over plain TCP, not TLS: give the HOST:PORT of \
+             the service behind the TLS terminator"
+        );
+    }
+    let bare = typed.strip_prefix("http://").unwrap_or(typed);
+    let bare = bare.strip_suffix('/').unwrap_or(bare);
+    if bare.contains('/') {
+        bail!("{typed}: give HOST:PORT, and a path with --path");
+    }
+    Ok(bare.to_string())
 }
 
 /// The checks the words name, in the report's order; all of them when no

@@ -151,6 +151,12 @@ impl Wire {
         self.buffer.len()
     }
 
+    /// The bytes read but not yet taken as a message: what a peer sent that
+    /// was not HTTP, for a caller to name it.
+    pub fn unread(&self) -> &[u8] {
+        &self.buffer
+    }
+
     /// Throws away buffered bytes.
     pub fn clear(&mut self) {
         self.buffer.clear();

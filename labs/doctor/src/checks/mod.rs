@@ -100,10 +100,32 @@ pub async fn first_answer(addr: SocketAddr, host: &str, path: &str) -> Result<u1
         Err(_) => bail!(
             "{addr} accepted the connection but sent no HTTP response to GET {path} within {limit:?}"
         ),
+        Ok(Err(_)) if is_tls_record(wire.unread()) => bail!("{addr} {SPEAKS_TLS}"),
         Ok(Err(WireError::Garbage(what))) => bail!("{addr} does not speak HTTP/1.x: {what}"),
+        Ok(Err(WireError::Closed { partial: 0 })) => bail!(
+            "{addr} did not answer GET {path}: the peer closed the connection before sending \
+             anything (a TLS port may do that to plain HTTP, which is all the doctor speaks)"
+        ),
         Ok(Err(error)) => bail!("{addr} did not answer GET {path}: {error}"),
+        // nginx's answer on a port with `ssl` to a plain-HTTP request.
+        Ok(Ok(response))
+            if response.status == 400
+                && String::from_utf8_lossy(&response.body).contains("sent to HTTPS port") =>
+        {
+            bail!("{addr} {SPEAKS_TLS} (it answered 400: plain HTTP sent to an HTTPS port)")
+        }
         Ok(Ok(response)) => Ok(response.status),
     }
+}
+
+/// What the doctor says of a port that speaks TLS.
+const SPEAKS_TLS: &str = "speaks TLS, and the doctor speaks HTTP/1.1 over plain TCP: point it \
+    at the service behind the TLS terminator";
+
+/// A TLS record's first bytes: an alert (21) or a handshake (22), then
+/// major version 3 (every SSL 3 and TLS version writes 3 there).
+pub fn is_tls_record(bytes: &[u8]) -> bool {
+    matches!(bytes, [21 | 22, 3, ..])
 }
 
 /// Starts the reader's command and waits until it listens on its port.

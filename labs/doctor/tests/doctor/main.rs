@@ -6,4 +6,5 @@ mod doctor;
 mod expect;
 mod no_write_timeout;
 mod slowhttptest;
+mod tls;
 mod units;
