@@ -26,7 +26,7 @@ use lab_kit::exit::bad_input;
 
 mod both_ways;
 
-pub use both_ways::check_all;
+pub use both_ways::{Checks, check_all};
 
 /// One exercise, as its Cargo.toml describes it.
 #[derive(Debug, Clone, PartialEq)]

@@ -3,7 +3,7 @@
 //! the proof that no check is one that cannot fail, from the one release
 //! build, without a test crate per exercise.
 
-use std::{collections::BTreeMap, sync::mpsc, thread, time::Instant};
+use std::{collections::BTreeMap, sync::Mutex, thread, time::Instant};
 
 use anyhow::{Context, Result, bail};
 
@@ -20,26 +20,103 @@ use crate::{project::Project, steps};
 /// (`side-by-side`), and those whose own manifest says their check only
 /// waits, run beside each other, one lane per lab, its exercises one after
 /// another; every other exercise runs alone.
+///
+/// [`build_all`]: super::build_all
 pub fn check_all(project: &Project) -> Result<()> {
-    let all = exercises(project)?;
-    let labs = project.labs()?;
-    let side_by_side = |exercise: &ExerciseCrate| {
-        exercise.side_by_side
-            || labs
-                .iter()
-                .any(|lab| lab.slug == exercise.chapter && lab.side_by_side)
-    };
-    let mut lanes: BTreeMap<&str, Vec<&ExerciseCrate>> = BTreeMap::new();
-    for exercise in all.iter().filter(|exercise| side_by_side(exercise)) {
-        lanes.entry(&exercise.chapter).or_default().push(exercise);
+    let checks = Checks::new(project)?;
+    checks.side_by_side();
+    checks.alone();
+    checks.verdict()
+}
+
+/// Every exercise's check both ways, in two phases that `cargo xtask test`
+/// runs in the labs' tests' own: [`Checks::side_by_side`] beside their
+/// batch, [`Checks::alone`] before the tests that run alone. Each phase
+/// prints a line per exercise; [`Checks::verdict`] names the wrong ones.
+pub struct Checks<'a> {
+    project: &'a Project,
+    all: Vec<ExerciseCrate>,
+    beside: Vec<bool>,
+    said: Mutex<Said>,
+}
+
+/// What the phases found so far.
+#[derive(Default)]
+struct Said {
+    done: usize,
+    wrong: Vec<String>,
+}
+
+impl<'a> Checks<'a> {
+    pub fn new(project: &'a Project) -> Result<Checks<'a>> {
+        let all = exercises(project)?;
+        let labs = project.labs()?;
+        let beside = all
+            .iter()
+            .map(|exercise| {
+                exercise.side_by_side
+                    || labs
+                        .iter()
+                        .any(|lab| lab.slug == exercise.chapter && lab.side_by_side)
+            })
+            .collect();
+        Ok(Checks {
+            project,
+            all,
+            beside,
+            said: Mutex::new(Said::default()),
+        })
     }
-    let mut wrong = Vec::new();
-    let mut done = 0;
-    let mut report = |exercise: &ExerciseCrate, verdict: Result<()>, took: f64, beside: bool| {
-        done += 1;
+
+    /// The exercises whose checks only wait, one lane a lab, the lanes at
+    /// the same time.
+    pub fn side_by_side(&self) {
+        let mut lanes: BTreeMap<&str, Vec<&ExerciseCrate>> = BTreeMap::new();
+        for (exercise, _) in self
+            .all
+            .iter()
+            .zip(&self.beside)
+            .filter(|(_, beside)| **beside)
+        {
+            lanes.entry(&exercise.chapter).or_default().push(exercise);
+        }
+        thread::scope(|scope| {
+            for lane in lanes.values() {
+                scope.spawn(move || {
+                    for exercise in lane {
+                        let started = Instant::now();
+                        let verdict = check_both_ways(self.project, exercise);
+                        self.report(exercise, verdict, started.elapsed().as_secs_f64(), true);
+                    }
+                });
+            }
+        });
+    }
+
+    /// The other exercises, one at a time.
+    pub fn alone(&self) {
+        for (exercise, _) in self
+            .all
+            .iter()
+            .zip(&self.beside)
+            .filter(|(_, beside)| !**beside)
+        {
+            let started = Instant::now();
+            let verdict = check_both_ways(self.project, exercise);
+            self.report(exercise, verdict, started.elapsed().as_secs_f64(), false);
+        }
+    }
+
+    fn report(&self, exercise: &ExerciseCrate, verdict: Result<()>, took: f64, beside: bool) {
+        let mut said = self
+            .said
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        said.done += 1;
         eprintln!(
-            "    [{done}/{}] {}: {} ({took:.1} s{})",
-            all.len(),
+            "    [{}/{}] {}: {} ({took:.1} s{})",
+            said.done,
+            self.all.len(),
             exercise.name,
             match &verdict {
                 Ok(()) => "fails as shipped, passes with its solution".to_string(),
@@ -48,40 +125,27 @@ pub fn check_all(project: &Project) -> Result<()> {
             if beside { ", side by side" } else { "" }
         );
         if let Err(error) = verdict {
-            wrong.push(format!("{}: {}", exercise.name, steps::first_line(&error)));
+            said.wrong
+                .push(format!("{}: {}", exercise.name, steps::first_line(&error)));
         }
-    };
-    thread::scope(|scope| {
-        let (sender, verdicts) = mpsc::channel();
-        for lane in lanes.values() {
-            let sender = sender.clone();
-            scope.spawn(move || {
-                for exercise in lane {
-                    let started = Instant::now();
-                    let verdict = check_both_ways(project, exercise);
-                    let _ = sender.send((*exercise, verdict, started.elapsed()));
-                }
-            });
-        }
-        drop(sender);
-        for (exercise, verdict, took) in verdicts {
-            report(exercise, verdict, took.as_secs_f64(), true);
-        }
-    });
-    for exercise in all.iter().filter(|exercise| !side_by_side(exercise)) {
-        let started = Instant::now();
-        let verdict = check_both_ways(project, exercise);
-        report(exercise, verdict, started.elapsed().as_secs_f64(), false);
     }
-    if !wrong.is_empty() {
-        bail!(
-            "{} of {} exercise checks are wrong:\n  {}",
-            wrong.len(),
-            all.len(),
-            wrong.join("\n  ")
-        );
+
+    /// Ok when every exercise checked so far is as it must be.
+    pub fn verdict(self) -> Result<()> {
+        let said = self
+            .said
+            .into_inner()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if !said.wrong.is_empty() {
+            bail!(
+                "{} of {} exercise checks are wrong:\n  {}",
+                said.wrong.len(),
+                self.all.len(),
+                said.wrong.join("\n  ")
+            );
+        }
+        Ok(())
     }
-    Ok(())
 }
 
 /// Runs one check as shipped and with its solution; see [`check_all`].

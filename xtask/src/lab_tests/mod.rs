@@ -33,7 +33,7 @@ use std::{
 
 use anyhow::{Context, Result, anyhow, bail};
 
-use crate::{project::Project, steps};
+use crate::{exercise::Checks, project::Project, steps};
 use binaries::{Lane, TestBinary};
 use running::{Finished, Running};
 
@@ -44,6 +44,14 @@ const OUTPUT_TAIL: usize = 200;
 /// artifacts `cargo xtask book` built), runs them in their lanes and the doc
 /// tests after them, and fails naming every binary that failed.
 pub fn run(project: &Project) -> Result<()> {
+    run_beside(project, None)
+}
+
+/// [`run`], with the exercises' checks (built already) in its lanes, as
+/// `cargo xtask test` runs them: the checks that only wait beside the
+/// side-by-side batch, then the others, before the binaries that run alone.
+/// The exercises' verdict is the caller's to ask for ([`Checks::verdict`]).
+pub fn run_beside(project: &Project, exercises: Option<&Checks>) -> Result<()> {
     let (binaries, mut background) = build(project)?;
     let total = binaries.len();
     let mut failed = Vec::new();
@@ -66,9 +74,32 @@ pub fn run(project: &Project) -> Result<()> {
             failed.push(format!("{}: {}", finished.binary.name, finished.summary()));
         }
     };
+    // Each phase of the exercises' checks runs once: the waiting ones beside
+    // the side-by-side batch, the others before the first binary alone (or
+    // at the end, when there is no such batch or binary).
+    let (mut beside, mut alone) = (exercises, exercises);
     for batch in batches(&binaries) {
+        let side_by_side = batch.iter().all(|binary| binary.lane == Lane::SideBySide);
+        if !side_by_side && let Some(checks) = alone.take() {
+            if let Some(checks) = beside.take() {
+                checks.side_by_side();
+            }
+            checks.alone();
+        }
         let started = batch.iter().map(Running::start).collect::<Result<_>>()?;
-        running::wait_all(started, &mut background, &mut report)?;
+        match beside.take_if(|_| side_by_side) {
+            Some(checks) => thread::scope(|scope| {
+                scope.spawn(|| checks.side_by_side());
+                running::wait_all(started, &mut background, &mut report)
+            })?,
+            None => running::wait_all(started, &mut background, &mut report)?,
+        }
+    }
+    if let Some(checks) = beside {
+        checks.side_by_side();
+    }
+    if let Some(checks) = alone {
+        checks.alone();
     }
     running::wait_all(background, &mut Vec::new(), &mut report)?;
     let doc = doc_tests(project);

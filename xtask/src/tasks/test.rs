@@ -4,7 +4,7 @@
 use anyhow::{Result, bail};
 
 use crate::{
-    book, browser, lab_tests,
+    book, browser, exercise, lab_tests,
     project::Project,
     steps::{self, Steps},
     tidy, toolchain,
@@ -51,14 +51,23 @@ pub fn run(project: &Project) -> Result<()> {
     // The labs' tests in release: the very artifacts `cargo xtask book` built
     // (see README, "How long it takes"). The xtask runs the binaries itself,
     // the timer-bound labs' side by side and the others alone, like the labs'
-    // own runs (see `lab_tests`).
-    let _ = steps.run("lab tests (release)", || lab_tests::run(project));
-    // The exercises' checks from the same build: each must fail as shipped
-    // and pass with its solution (one run each way), scheduled like the lab
-    // tests: a lane per timer-bound lab side by side, the others alone, since
-    // each check measures time on this machine.
-    let _ = steps.run("exercises: fail as shipped, pass solved", || {
-        super::exercise_checks::run(project)
+    // own runs (see `lab_tests`). The exercises' checks, from the same build,
+    // run in those lanes: each must fail as shipped and pass with its solution
+    // (one run each way), those that only wait beside the batch of tests, the
+    // others alone before the tests that run alone.
+    let _ = steps.run("lab tests and exercises (release)", || {
+        let built = exercise::build_all(project);
+        let checks = match &built {
+            Ok(()) => Some(exercise::Checks::new(project)?),
+            Err(_) => None,
+        };
+        let tests = lab_tests::run_beside(project, checks.as_ref());
+        let exercises = built.and_then(|()| checks.map_or(Ok(()), exercise::Checks::verdict));
+        match (tests, exercises) {
+            (Ok(()), Ok(())) => Ok(()),
+            (Err(error), Ok(())) | (Ok(()), Err(error)) => Err(error),
+            (Err(tests), Err(exercises)) => Err(anyhow::anyhow!("{tests:#}\n{exercises:#}")),
+        }
     });
     // The xtask's lints come with its test build: cargo runs clippy's driver
     // as the rustc of the workspace's crates (what `cargo clippy` does), and
