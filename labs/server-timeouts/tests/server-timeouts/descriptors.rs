@@ -74,11 +74,15 @@ async fn axum_serve_waits_for_the_slow_clients_and_the_hardened_server_cuts_them
     );
     assert_eq!(axum.slow_closed_by_server, 0, "{axum:?}");
     // After the release, its next retry: within a second (and a margin),
-    // and on the once-a-second beat counted from the probe's arrival,
-    // when accept first failed.
+    // and on the once-a-second beat counted from when accept first failed.
+    // That is about when the probe was sent, a moment after it or (when a
+    // connection of the fill loop's found the table full first) a moment
+    // before: one run waited 2999.85 ms. So the wait is within 300 ms of a
+    // whole number of seconds, on either side.
     assert!(axum.after_release_ms <= 1300.0, "{axum:?}");
     let past_whole_second = axum.probe_wait_ms % 1000.0;
-    assert!(past_whole_second < 300.0, "{axum:?}");
+    let off_the_beat = past_whole_second.min(1000.0 - past_whole_second);
+    assert!(off_the_beat < 300.0, "{axum:?}");
     assert!(axum.cpu_ms_while_full < hold_ms / 10.0, "{axum:?}");
 
     let hardened = row(FdServer::Hardened);
