@@ -170,7 +170,9 @@ pub async fn alone(lab: &str) -> Result<Duration> {
 
 #[cfg(test)]
 mod tests {
-    use std::{sync::mpsc, thread};
+    // The tests time the locks themselves: `Duration` here whatever the
+    // features (the module's own import is the runtime feature's).
+    use std::{sync::mpsc, thread, time::Duration};
 
     use super::*;
 
