@@ -93,17 +93,17 @@ pub fn main() -> ExitCode {
             }
         }
         Err(error) => {
+            // The JSON in place of a report: on stdout with --json, and in
+            // a CI job's artifact, which says why there is no report.
+            let line =
+                serde_json::json!({ "error": format!("{error:#}"), "exit": Exit::Error.code() });
             if options.json {
-                let exit = Exit::Error.code();
-                let line = serde_json::json!({ "error": format!("{error:#}"), "exit": exit });
                 let _ = writeln!(std::io::stdout(), "{line}");
             }
-            // A CI job's artifact says why there is no report.
-            if let Some(path) = &options.json_out {
-                let line = serde_json::json!({ "error": format!("{error:#}"), "exit": Exit::Error.code() });
-                if let Err(written) = write_json(path, &line) {
-                    return exit::exit_code(PROGRAM, Err(written));
-                }
+            if let Some(path) = &options.json_out
+                && let Err(written) = write_json(path, &line)
+            {
+                return exit::exit_code(PROGRAM, Err(written));
             }
             exit::exit_code(PROGRAM, Err(error.context("could not probe")))
         }

@@ -35,8 +35,9 @@ pub fn check_all(project: &Project) -> Result<()> {
 /// prints a line per exercise; [`Checks::verdict`] names the wrong ones.
 pub struct Checks<'a> {
     project: &'a Project,
-    all: Vec<ExerciseCrate>,
-    beside: Vec<bool>,
+    /// The exercises whose checks only wait, and the others.
+    beside: Vec<ExerciseCrate>,
+    alone: Vec<ExerciseCrate>,
     said: Mutex<Said>,
 }
 
@@ -49,21 +50,17 @@ struct Said {
 
 impl<'a> Checks<'a> {
     pub fn new(project: &'a Project) -> Result<Checks<'a>> {
-        let all = exercises(project)?;
         let labs = project.labs()?;
-        let beside = all
-            .iter()
-            .map(|exercise| {
-                exercise.side_by_side
-                    || labs
-                        .iter()
-                        .any(|lab| lab.slug == exercise.chapter && lab.side_by_side)
-            })
-            .collect();
+        let (beside, alone) = exercises(project)?.into_iter().partition(|exercise| {
+            exercise.side_by_side
+                || labs
+                    .iter()
+                    .any(|lab| lab.slug == exercise.chapter && lab.side_by_side)
+        });
         Ok(Checks {
             project,
-            all,
             beside,
+            alone,
             said: Mutex::new(Said::default()),
         })
     }
@@ -72,21 +69,14 @@ impl<'a> Checks<'a> {
     /// the same time.
     pub fn side_by_side(&self) {
         let mut lanes: BTreeMap<&str, Vec<&ExerciseCrate>> = BTreeMap::new();
-        for (exercise, _) in self
-            .all
-            .iter()
-            .zip(&self.beside)
-            .filter(|(_, beside)| **beside)
-        {
+        for exercise in &self.beside {
             lanes.entry(&exercise.chapter).or_default().push(exercise);
         }
         thread::scope(|scope| {
             for lane in lanes.values() {
                 scope.spawn(move || {
                     for exercise in lane {
-                        let started = Instant::now();
-                        let verdict = check_both_ways(self.project, exercise);
-                        self.report(exercise, verdict, started.elapsed().as_secs_f64(), true);
+                        self.check(exercise, true);
                     }
                 });
             }
@@ -95,16 +85,16 @@ impl<'a> Checks<'a> {
 
     /// The other exercises, one at a time.
     pub fn alone(&self) {
-        for (exercise, _) in self
-            .all
-            .iter()
-            .zip(&self.beside)
-            .filter(|(_, beside)| !**beside)
-        {
-            let started = Instant::now();
-            let verdict = check_both_ways(self.project, exercise);
-            self.report(exercise, verdict, started.elapsed().as_secs_f64(), false);
+        for exercise in &self.alone {
+            self.check(exercise, false);
         }
+    }
+
+    /// One exercise's check both ways, and its line.
+    fn check(&self, exercise: &ExerciseCrate, beside: bool) {
+        let started = Instant::now();
+        let verdict = check_both_ways(self.project, exercise);
+        self.report(exercise, verdict, started.elapsed().as_secs_f64(), beside);
     }
 
     fn report(&self, exercise: &ExerciseCrate, verdict: Result<()>, took: f64, beside: bool) {
@@ -116,7 +106,7 @@ impl<'a> Checks<'a> {
         eprintln!(
             "    [{}/{}] {}: {} ({took:.1} s{})",
             said.done,
-            self.all.len(),
+            self.beside.len() + self.alone.len(),
             exercise.name,
             match &verdict {
                 Ok(()) => "fails as shipped, passes with its solution".to_string(),
@@ -140,7 +130,7 @@ impl<'a> Checks<'a> {
             bail!(
                 "{} of {} exercise checks are wrong:\n  {}",
                 said.wrong.len(),
-                self.all.len(),
+                self.beside.len() + self.alone.len(),
                 said.wrong.join("\n  ")
             );
         }

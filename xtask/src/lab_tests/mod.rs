@@ -74,32 +74,26 @@ pub fn run_beside(project: &Project, exercises: Option<&Checks>) -> Result<()> {
             failed.push(format!("{}: {}", finished.binary.name, finished.summary()));
         }
     };
-    // Each phase of the exercises' checks runs once: the waiting ones beside
-    // the side-by-side batch, the others before the first binary alone (or
-    // at the end, when there is no such batch or binary).
-    let (mut beside, mut alone) = (exercises, exercises);
-    for batch in batches(&binaries) {
-        let side_by_side = batch.iter().all(|binary| binary.lane == Lane::SideBySide);
-        if !side_by_side && let Some(checks) = alone.take() {
-            if let Some(checks) = beside.take() {
-                checks.side_by_side();
-            }
-            checks.alone();
+    // The side-by-side batch comes first (see `batches`); the exercises'
+    // waiting checks run beside it, the others after it, before the
+    // binaries that run alone.
+    let mut batches = batches(&binaries).into_iter().peekable();
+    let together = batches
+        .next_if(|batch| batch.iter().all(|binary| binary.lane == Lane::SideBySide))
+        .unwrap_or_default();
+    let started = together.iter().map(Running::start).collect::<Result<_>>()?;
+    thread::scope(|scope| {
+        if let Some(checks) = exercises {
+            scope.spawn(|| checks.side_by_side());
         }
-        let started = batch.iter().map(Running::start).collect::<Result<_>>()?;
-        match beside.take_if(|_| side_by_side) {
-            Some(checks) => thread::scope(|scope| {
-                scope.spawn(|| checks.side_by_side());
-                running::wait_all(started, &mut background, &mut report)
-            })?,
-            None => running::wait_all(started, &mut background, &mut report)?,
-        }
-    }
-    if let Some(checks) = beside {
-        checks.side_by_side();
-    }
-    if let Some(checks) = alone {
+        running::wait_all(started, &mut background, &mut report)
+    })?;
+    if let Some(checks) = exercises {
         checks.alone();
+    }
+    for batch in batches {
+        let started = batch.iter().map(Running::start).collect::<Result<_>>()?;
+        running::wait_all(started, &mut background, &mut report)?;
     }
     running::wait_all(background, &mut Vec::new(), &mut report)?;
     let doc = doc_tests(project);

@@ -18,11 +18,12 @@ const CLIPPY_DENY_WARNINGS: &str = "-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY
 pub fn run(project: &Project) -> Result<()> {
     toolchain::ensure(project)?;
     let mut steps = Steps::new("test");
-    let cargo_step = |arguments: &[&str]| -> Result<()> {
-        let status = steps::status_with_heartbeat(
-            project.cargo().args(arguments),
-            &format!("cargo {}", arguments[0]),
-        )?;
+    // `cargo ARGUMENTS`, with `env` set: Ok when it succeeds.
+    let cargo_step = |arguments: &[&str], env: &[(&str, &std::ffi::OsStr)]| -> Result<()> {
+        let mut command = project.cargo();
+        command.args(arguments).envs(env.iter().copied());
+        let status =
+            steps::status_with_heartbeat(&mut command, &format!("cargo {}", arguments[0]))?;
         if status.success() {
             Ok(())
         } else {
@@ -30,23 +31,26 @@ pub fn run(project: &Project) -> Result<()> {
         }
     };
     let _ = steps.run("cargo fmt --check", || {
-        cargo_step(&["fmt", "--all", "--check"])
+        cargo_step(&["fmt", "--all", "--check"], &[])
     });
     // In release, the profile and package set of the book's build, so clippy
     // reuses its proc macros and build-script outputs instead of compiling
     // them again. The xtask is linted below, as its tests build.
     let _ = steps.run("cargo clippy", || {
-        cargo_step(&[
-            "clippy",
-            "--release",
-            "--workspace",
-            "--exclude",
-            "xtask",
-            "--all-targets",
-            "--",
-            "-D",
-            "warnings",
-        ])
+        cargo_step(
+            &[
+                "clippy",
+                "--release",
+                "--workspace",
+                "--exclude",
+                "xtask",
+                "--all-targets",
+                "--",
+                "-D",
+                "warnings",
+            ],
+            &[],
+        )
     });
     // The labs' tests in release: the very artifacts `cargo xtask book` built
     // (see README, "How long it takes"). The xtask runs the binaries itself,
@@ -76,9 +80,9 @@ pub fn run(project: &Project) -> Result<()> {
     // plotters and wasm-bindgen's CLI library, 20 s on two cores. The test
     // build covers the binary too (the integration test runs it).
     let _ = steps.run("cargo clippy and test (xtask)", || {
-        let mut command = project.cargo();
-        command
-            .args([
+        let driver = toolchain::clippy_driver(project)?;
+        cargo_step(
+            &[
                 "test",
                 "--profile",
                 "xtask",
@@ -86,17 +90,12 @@ pub fn run(project: &Project) -> Result<()> {
                 "xtask",
                 "--",
                 "--quiet",
-            ])
-            .env(
-                "RUSTC_WORKSPACE_WRAPPER",
-                toolchain::clippy_driver(project)?,
-            )
-            .env("CLIPPY_ARGS", CLIPPY_DENY_WARNINGS);
-        let status = steps::status_with_heartbeat(&mut command, "cargo test (xtask)")?;
-        if !status.success() {
-            bail!("cargo test of the xtask, with clippy's lints, failed ({status})");
-        }
-        Ok(())
+            ],
+            &[
+                ("RUSTC_WORKSPACE_WRAPPER", driver.as_os_str()),
+                ("CLIPPY_ARGS", CLIPPY_DENY_WARNINGS.as_ref()),
+            ],
+        )
     });
     let _ = steps.run("tidy: sources", || {
         tidy::check_sources(project)?.into_result()
