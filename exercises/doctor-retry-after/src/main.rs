@@ -79,11 +79,8 @@ async fn check(variant: Variant) -> Result<Verdict> {
     .iter()
     .map(|word| word.to_string())
     .collect();
-    let probe = Patient {
-        addr,
-        host: addr.to_string(),
-        options: lab_doctor::options::parse(&arguments).context("the doctor's options")?,
-    };
+    let options = lab_doctor::options::parse(&arguments).context("the doctor's options")?;
+    let probe = Patient::plain(addr, options);
     let (shedding, retry_after) = overload(&probe).await?;
     drop(server);
 

@@ -187,11 +187,7 @@ async fn check(variant: Variant) -> Result<Verdict> {
         .collect();
     let mut options = lab_doctor::options::parse(&arguments).context("the doctor's options")?;
     options.window = WINDOW;
-    let probe = Patient {
-        addr,
-        host: addr.to_string(),
-        options,
-    };
+    let probe = Patient::plain(addr, options);
     let finding = slow_read(&probe).await?;
     let window_s = COMPRESSION.production_s(WINDOW);
     Ok(match finding.grade {

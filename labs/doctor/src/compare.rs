@@ -96,11 +96,7 @@ pub async fn run() -> Result<Comparison> {
     // The doctor's slow head, at the same time, on its own connection.
     let mut doctor = options::parse(&[addr.to_string()])?;
     doctor.window = Duration::from_secs(LENGTH_S);
-    let patient = Patient {
-        addr,
-        host: addr.to_string(),
-        options: doctor,
-    };
+    let patient = Patient::plain(addr, doctor);
     let finding = watch::slow_head(&patient).await?;
     let ended = slowhttptest
         .wait_for(Duration::from_secs(LENGTH_S + 15))

@@ -346,6 +346,7 @@ async fn probe_all(config: &Config, subjects: &[Subject]) -> Result<Vec<Probed>>
             };
             let findings = checks::run(&options, &progress, turn)
                 .await
+                .map(|ran| ran.findings)
                 .with_context(|| format!("the doctor could not probe the {} server", subject.name));
             let quiet_after = progress.quiet_after.lock().ok().and_then(|waited| *waited);
             (

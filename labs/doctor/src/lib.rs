@@ -19,6 +19,7 @@ pub mod lab;
 pub mod options;
 pub mod report;
 pub mod services;
+pub mod tls;
 pub mod tool;
 
 pub use crate::{

@@ -12,6 +12,7 @@ pub use crate::duration::duration;
 use crate::{
     expect::{self, Expectations},
     finding::{Check, Finding},
+    tls::Trust,
 };
 
 /// What to probe: a server that already listens, or a command to start.
@@ -65,6 +66,9 @@ pub struct Options {
     pub expect: Option<Expectations>,
     /// `--json-out FILE`: the JSON report, written there as well.
     pub json_out: Option<PathBuf>,
+    /// TLS (`https://HOST:PORT`, or `--tls`), and how to trust the server's
+    /// certificate; `None` for plain TCP.
+    pub tls: Option<Trust>,
 }
 
 impl Paths {
@@ -93,7 +97,7 @@ impl Paths {
 /// routes first (`PATH_FLAGS` of them), then the settings. A placeholder is the
 /// flag's default where it has one.
 #[rustfmt::skip]
-const FLAGS: [Opt; 16] = [
+const FLAGS: [Opt; 19] = [
     Opt::value("--path", "/", "a fast path: the idle client's request, the canary"),
     Opt::value("--body-path", "PATH", "a route that reads a request body (default: --path)"),
     Opt::value("--read-path", "PATH", "a route with a large answer (default: --path)"),
@@ -109,6 +113,9 @@ const FLAGS: [Opt; 16] = [
     Opt::switch("--json", "one JSON object on stdout instead of the text report"),
     Opt::value("--json-out", "FILE", "also write the JSON report to FILE (for a CI job's artifacts)"),
     Opt::value("--expect", "FILE", "the rules the exit code follows (below), instead of \"any warning\""),
+    Opt::switch("--tls", "speak TLS to the target (as https://HOST:PORT does; for --port P -- COMMAND)"),
+    Opt::switch("--insecure", "TLS: accept any certificate (a self-signed one on a test port)"),
+    Opt::value("--ca", "FILE", "TLS: trust the authorities in this PEM file (default: the system's)"),
     Opt::switch("--allow-remote", "probe a host that is not loopback (be polite: the ramp stops \
         at 16 callers, each at most 20 calls a second, and the slow read sends at most 4096 \
         requests)"),
@@ -119,12 +126,13 @@ const PATH_FLAGS: usize = 7;
 pub fn usage() -> String {
     format!(
         "\
-Usage: doctor [FLAGS] HOST:PORT [CHECK...]
+Usage: doctor [FLAGS] [https://]HOST:PORT [CHECK...]
        doctor [FLAGS] --port P [CHECK...] -- COMMAND [ARGS...]
 
-Probes a running HTTP/1.1 server for the failures the book teaches and prints
-one line per check (pass, warn, FAIL or skip) with what it measured, why it
-matters and the chapter that explains it. Checks run at once, each bounded;
+Probes a running HTTP/1.1 server, over plain TCP or TLS (https:// or --tls),
+for the failures the book teaches and prints one line per check (pass, warn,
+FAIL or skip) with what it measured, why it matters and the chapter that
+explains it. Checks run at once, each bounded;
 the default run takes under a minute (with a command, add the shutdown check's
 grace period).
 
@@ -164,6 +172,7 @@ pub fn parse(args: &[String]) -> Result<Options> {
     };
     let mut options = defaults();
     let mut port = None;
+    let (mut tls, mut trust) = (false, None);
     // The words that are not flags or their values: the target and checks.
     let mut words = Vec::new();
     let declared = [&FLAGS[..], &[PORT]].concat();
@@ -211,10 +220,21 @@ pub fn parse(args: &[String]) -> Result<Options> {
             "--json-out" => options.json_out = Some(PathBuf::from(flag.value)),
             "--expect" => options.expect = Some(expect::read(flag.value.as_ref())?),
             "--allow-remote" => options.allow_remote = true,
+            "--tls" => tls = true,
+            "--insecure" => trust = Some(Trust::Insecure),
+            "--ca" => trust = Some(Trust::Ca(PathBuf::from(flag.value))),
             _ => return Err(flag.unknown()),
         }
     }
-    options.target = target_from(port, command, &mut words)?;
+    let (target, https) = target_from(port, command, &mut words)?;
+    options.target = target;
+    options.tls = match (tls || https, trust) {
+        (true, trust) => Some(trust.unwrap_or_default()),
+        (false, None) => None,
+        (false, Some(_)) => {
+            bail!("--insecure and --ca go with TLS: an https://HOST:PORT target, or --tls")
+        }
+    };
     options.checks = checks_named(words)?;
     Ok(options)
 }
@@ -242,51 +262,53 @@ fn defaults() -> Options {
         allow_remote: false,
         expect: None,
         json_out: None,
+        tls: None,
     }
 }
 
 /// A command to start when one follows `--` (with `--port`), or else the
-/// first word, `HOST:PORT`, which it takes from `words`.
+/// first word, `HOST:PORT`, which it takes from `words`; and whether that
+/// word asked for TLS (`https://`).
 fn target_from(
     port: Option<u16>,
     command: Option<&[String]>,
     words: &mut Vec<&str>,
-) -> Result<Target> {
+) -> Result<(Target, bool)> {
     Ok(match (port, command) {
         (Some(0), _) => bail!("--port 0: give the port the command will listen on"),
-        (Some(port), Some(command)) if !command.is_empty() => Target::Command {
-            port,
-            command: command.to_vec(),
-        },
+        (Some(port), Some(command)) if !command.is_empty() => (
+            Target::Command {
+                port,
+                command: command.to_vec(),
+            },
+            false,
+        ),
         (Some(_), _) => bail!("--port P goes with a command after `--`"),
         (None, Some(_)) => bail!("a command after `--` needs --port P, the port it listens on"),
         (None, None) => {
             let Some(target) = words.first() else {
                 bail!("no target: give HOST:PORT, or --port P -- COMMAND (see --help)");
             };
-            let target = bare_target(target)?;
+            let (target, https) = bare_target(target)?;
             words.remove(0);
-            Target::Listening(target)
+            (Target::Listening(target), https)
         }
     })
 }
 
-/// `HOST:PORT` from what the reader typed: `http://HOST:PORT/` is taken as
-/// `HOST:PORT`; `https://` is refused in one line, since the doctor speaks
-/// HTTP/1.1 over plain TCP.
-fn bare_target(typed: &str) -> Result<String> {
-    if typed.starts_with("https://") {
-        bail!(
-            "{typed}: the doctor speaks HTTP/1.1 over plain TCP, not TLS: give the HOST:PORT of \
-             the service behind the TLS terminator"
-        );
-    }
-    let bare = typed.strip_prefix("http://").unwrap_or(typed);
+/// `HOST:PORT` from what the reader typed, and whether it asked for TLS:
+/// `http://HOST:PORT/` is `HOST:PORT`, `https://HOST:PORT/` the same over
+/// TLS (a port is needed either way: the doctor guesses none).
+fn bare_target(typed: &str) -> Result<(String, bool)> {
+    let (bare, https) = match typed.strip_prefix("https://") {
+        Some(rest) => (rest, true),
+        None => (typed.strip_prefix("http://").unwrap_or(typed), false),
+    };
     let bare = bare.strip_suffix('/').unwrap_or(bare);
     if bare.contains('/') {
         bail!("{typed}: give HOST:PORT, and a path with --path");
     }
-    Ok(bare.to_string())
+    Ok((bare.to_string(), https))
 }
 
 /// The checks the words name, in the report's order; all of them when no

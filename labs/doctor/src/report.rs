@@ -5,6 +5,7 @@ use lab_kit::exit::Exit;
 use serde::Serialize;
 
 use crate::{
+    checks::Examined,
     expect::Judged,
     finding::{Finding, Grade},
     options::{Options, Target},
@@ -13,6 +14,8 @@ use crate::{
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
     pub target: String,
+    /// What the checks spoke: "plain TCP", or the TLS session.
+    pub transport: String,
     pub balancer_idle_s: f64,
     pub window_s: f64,
     pub findings: Vec<Finding>,
@@ -25,7 +28,11 @@ pub struct Report {
 }
 
 impl Report {
-    pub fn new(options: &Options, findings: Vec<Finding>) -> Report {
+    pub fn new(options: &Options, ran: Examined) -> Report {
+        let Examined {
+            findings,
+            transport,
+        } = ran;
         let expect = options
             .expect
             .as_ref()
@@ -39,6 +46,7 @@ impl Report {
         let exit = if found { Exit::Failed } else { Exit::Success }.code();
         Report {
             target: describe(&options.target),
+            transport,
             balancer_idle_s: options.balancer_idle.as_secs_f64(),
             window_s: options.window.as_secs_f64(),
             findings,
@@ -66,8 +74,9 @@ impl Report {
         };
         let check_width = width(|finding| finding.check.len(), "check");
         let mut text = format!(
-            "doctor: {} (balancer idle {} s, window {} s)\n\n{:check_width$}  {:5}  measured\n",
-            self.target, self.balancer_idle_s, self.window_s, "check", "grade"
+            "doctor: {} over {} (balancer idle {} s, window {} s)\n\n{:check_width$}  {:5}  \
+             measured\n",
+            self.target, self.transport, self.balancer_idle_s, self.window_s, "check", "grade"
         );
         for finding in &self.findings {
             let line = format!(

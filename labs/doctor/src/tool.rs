@@ -72,8 +72,8 @@ pub fn main() -> ExitCode {
             findings
         });
     match outcome {
-        Ok(findings) => {
-            let report = Report::new(&options, findings);
+        Ok(ran) => {
+            let report = Report::new(&options, ran);
             if let Some(path) = &options.json_out
                 && let Err(error) = write_json(path, &report)
             {

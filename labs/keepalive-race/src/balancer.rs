@@ -313,7 +313,7 @@ fn checkout(shared: &Shared) -> Option<Pooled> {
         .dropped_idle
         .fetch_add(expired as u64, Ordering::SeqCst);
     while let Some(pooled) = pool.pop() {
-        if pooled.wire.buffered() == 0 && !peer_has_closed(&pooled.wire.stream) {
+        if pooled.wire.buffered() == 0 && !peer_has_closed(pooled.wire.stream.tcp()) {
             return Some(pooled);
         }
         shared

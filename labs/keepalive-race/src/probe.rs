@@ -29,6 +29,8 @@ pub struct IdleProbeConfig {
     pub response_timeout: Duration,
     /// How long to watch the idle connection after the response.
     pub window: Duration,
+    /// Plain TCP, or TLS (the doctor's `https://` targets).
+    pub connector: lab_kit::conn::Connector,
 }
 
 impl IdleProbeConfig {
@@ -40,6 +42,7 @@ impl IdleProbeConfig {
             connect_timeout: Duration::from_secs(2),
             response_timeout: Duration::from_secs(5),
             window,
+            connector: lab_kit::conn::Connector::Plain,
         }
     }
 
@@ -71,7 +74,7 @@ pub struct IdleProbeReport {
 /// Sends one request, reads the whole response, then watches the idle
 /// connection until the server closes it or the window ends.
 pub async fn probe(config: &IdleProbeConfig) -> Result<IdleProbeReport> {
-    let mut wire = Wire::connect(config.target, config.connect_timeout)
+    let mut wire = Wire::connect_with(&config.connector, config.target, config.connect_timeout)
         .await
         .with_context(|| format!("connecting to {}", config.target))?;
     wire.send(&get_request(&config.path, &config.host))

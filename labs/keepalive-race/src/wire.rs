@@ -9,10 +9,8 @@
 
 use std::{fmt, io, time::Duration};
 
-use tokio::{
-    io::{AsyncReadExt, AsyncWriteExt},
-    net::TcpStream,
-};
+use lab_kit::conn::{Conn, Connector};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// The largest head this lab accepts; anything bigger is treated as garbage.
 const MAX_HEAD: usize = 64 * 1024;
@@ -122,28 +120,34 @@ fn has_token(headers: &[Header], name: &str, token: &str) -> bool {
         .any(|item| item.trim().eq_ignore_ascii_case(token))
 }
 
-/// A TCP connection with a read buffer, so bytes that arrive after one
-/// message are kept for the next.
+/// A connection (TCP, or TLS over it: `lab_kit::conn`) with a read buffer,
+/// so bytes that arrive after one message are kept for the next.
 pub struct Wire {
-    pub stream: TcpStream,
+    pub stream: Conn,
     buffer: Vec<u8>,
 }
 
 impl Wire {
-    pub fn new(stream: TcpStream) -> Wire {
+    pub fn new(stream: impl Into<Conn>) -> Wire {
         Wire {
-            stream,
+            stream: stream.into(),
             buffer: Vec::with_capacity(4096),
         }
     }
 
-    /// Connects to `addr`, failing after `limit`.
+    /// Connects to `addr` over plain TCP, failing after `limit`.
     pub async fn connect(addr: std::net::SocketAddr, limit: Duration) -> io::Result<Wire> {
-        let stream = tokio::time::timeout(limit, TcpStream::connect(addr))
-            .await
-            .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connect timed out"))??;
-        stream.set_nodelay(true)?;
-        Ok(Wire::new(stream))
+        Wire::connect_with(&Connector::Plain, addr, limit).await
+    }
+
+    /// Connects to `addr` as `connector` says (plain or TLS), failing after
+    /// `limit`.
+    pub async fn connect_with(
+        connector: &Connector,
+        addr: std::net::SocketAddr,
+        limit: Duration,
+    ) -> io::Result<Wire> {
+        Ok(Wire::new(connector.connect(addr, limit).await?))
     }
 
     /// Bytes read from the socket but not yet used by a message.

@@ -17,7 +17,11 @@ pub mod client;
 pub mod clock;
 #[cfg(feature = "runtime")]
 pub mod concurrently;
+#[cfg(feature = "runtime")]
+pub mod conn;
 pub mod exit;
+#[cfg(feature = "runtime")]
+pub mod fetch;
 pub mod flags;
 pub mod gauge;
 pub mod lab;

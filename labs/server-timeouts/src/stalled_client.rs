@@ -15,10 +15,8 @@ use std::{
 };
 
 use anyhow::{Context, Result, bail};
-use tokio::{
-    io::{AsyncReadExt, AsyncWriteExt},
-    net::TcpStream,
-};
+use lab_kit::conn::{Conn, Connector};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 lab_kit::series! {
     /// What a client does to the server before it stalls.
@@ -77,20 +75,30 @@ pub struct Answer {
     pub close: bool,
 }
 
-/// A client connection with a read buffer.
+/// A client connection (TCP, or TLS over it: `lab_kit::conn`) with a read
+/// buffer.
 pub struct RawConnection {
-    stream: TcpStream,
+    stream: Conn,
     buffer: Vec<u8>,
 }
 
 impl RawConnection {
-    /// Connects to `addr`, failing after `limit`.
+    /// Connects to `addr` over plain TCP, failing after `limit`.
     pub async fn connect(addr: SocketAddr, limit: Duration) -> Result<RawConnection> {
-        let stream = tokio::time::timeout(limit, TcpStream::connect(addr))
+        RawConnection::connect_with(&Connector::Plain, addr, limit).await
+    }
+
+    /// Connects to `addr` as `connector` says (plain or TLS), failing after
+    /// `limit`.
+    pub async fn connect_with(
+        connector: &Connector,
+        addr: SocketAddr,
+        limit: Duration,
+    ) -> Result<RawConnection> {
+        let stream = connector
+            .connect(addr, limit)
             .await
-            .with_context(|| format!("connecting to {addr} took over {limit:?}"))?
             .with_context(|| format!("connecting to {addr}"))?;
-        stream.set_nodelay(true).context("setting TCP_NODELAY")?;
         Ok(RawConnection {
             stream,
             buffer: Vec::with_capacity(4096),
@@ -216,21 +224,24 @@ pub async fn watch(
         }
         StalledClient::HungHandler => get_request("/hang", "lab"),
     };
-    watch_request(addr, &request, client == StalledClient::Idle, window).await
+    let idle = client == StalledClient::Idle;
+    watch_request(&Connector::Plain, addr, &request, idle, window).await
 }
 
 /// Sends `request` (whole, or the part a stalled client sends) to `addr`;
 /// with `answer_first`, reads one answer first (the idle client: the watch
 /// starts once the connection is back between requests). Then watches the
 /// connection for `window`. Any server will do: the doctor watches the
-/// reader's own with it.
+/// reader's own with it, over TLS where `connector` says so.
 pub async fn watch_request(
+    connector: &Connector,
     addr: SocketAddr,
     request: &[u8],
     answer_first: bool,
     window: Duration,
 ) -> Result<WatchOutcome> {
-    let mut connection = RawConnection::connect(addr, Duration::from_secs(2)).await?;
+    let mut connection =
+        RawConnection::connect_with(connector, addr, Duration::from_secs(2)).await?;
     let mut advertised = None;
     let sent = connection.send(request).await;
     sent.map_err(|end| anyhow::anyhow!("sending the request: {end:?}"))?;

@@ -22,7 +22,9 @@ use tokio::{sync::watch, task::JoinSet};
 use lab_kit::{
     child::ChildGuard,
     clock::monotonic_ms,
+    conn::Connector,
     exit::{self, Exit},
+    fetch::{FetchError, Fetcher},
     flags::Flags,
     net::AbortOnDrop,
 };
@@ -117,44 +119,65 @@ pub fn parse_args(args: &[String]) -> Result<ShutdownProbeConfig> {
     Ok(config)
 }
 
-async fn get(client: &reqwest::Client, url: &str, timeout: Duration) -> (Seen, i64) {
-    match client.get(url).timeout(timeout).send().await {
-        Ok(response) => {
-            let status = i64::from(response.status().as_u16());
-            let body = response.bytes().await;
-            let seen = match (status, body) {
-                (_, Err(_)) => Seen::Reset,
-                (503, _) => Seen::Unavailable,
-                (500.., _) => Seen::OtherStatus,
+async fn get(client: &Fetcher, url: &str, timeout: Duration) -> (Seen, i64) {
+    match client.get(url, timeout).await {
+        Ok(fetched) => {
+            let status = i64::from(fetched.status);
+            let seen = match status {
+                _ if !fetched.body_complete => Seen::Reset,
+                503 => Seen::Unavailable,
+                500.. => Seen::OtherStatus,
                 _ => Seen::Ok,
             };
             (seen, status)
         }
-        Err(error) if error.is_timeout() => (Seen::Timeout, -1),
-        Err(error) if error.is_connect() => (Seen::Refused, -1),
-        Err(_) => (Seen::Reset, -1),
+        Err(FetchError::Timeout) => (Seen::Timeout, -1),
+        Err(FetchError::Connect) => (Seen::Refused, -1),
+        Err(FetchError::Other) => (Seen::Reset, -1),
     }
+}
+
+/// The readiness poller, with a fresh connection per poll as a kubelet
+/// probe makes, and the keep-alive client of the steady traffic (a
+/// balancer's pool): plain or TLS, as `connector` says.
+fn clients(connector: &Connector, target: SocketAddr) -> Result<(Fetcher, Fetcher)> {
+    if connector.is_tls() {
+        return Ok((
+            Fetcher::tls(connector.clone(), target, false),
+            Fetcher::tls(connector.clone(), target, true),
+        ));
+    }
+    let poller = lab_kit::client::fresh_connection_client("the readiness client")?;
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .context("building the client")?;
+    Ok((Fetcher::Reqwest(poller), Fetcher::Reqwest(client)))
 }
 
 /// Runs the probe. `Err` means it could not probe; the child is killed and
 /// reaped before this returns, whatever happened.
 pub async fn probe(config: &ShutdownProbeConfig) -> Result<ShutdownProbeReport> {
+    probe_with(config, &Connector::Plain).await
+}
+
+/// [`probe`], speaking to the server as `connector` says: plain, or TLS (the
+/// doctor's https:// targets).
+pub async fn probe_with(
+    config: &ShutdownProbeConfig,
+    connector: &Connector,
+) -> Result<ShutdownProbeReport> {
     let target = SocketAddr::from((Ipv4Addr::LOCALHOST, config.port));
     let (mut child, listened_after_ms) = start_command(config, target).await?;
     let pid = child.pid();
     let base = format!("http://{target}");
     let short = Duration::from_millis(1_000);
-    // A fresh connection per readiness poll, as a kubelet probe makes.
-    let poller = lab_kit::client::fresh_connection_client("the readiness client")?;
+    let (poller, client) = clients(connector, target)?;
     let ready_url = format!("{base}{}", config.ready_path);
     let (_, ready_status_before) = get(&poller, &ready_url, short).await;
 
-    // Steady traffic on a keep-alive client (a balancer's pool), readiness
-    // polls beside it; both until told to stop.
-    let client = reqwest::Client::builder()
-        .no_proxy()
-        .build()
-        .context("building the client")?;
+    // Steady traffic on the keep-alive client, readiness polls beside it;
+    // both until told to stop.
     let (stop, stopped) = watch::channel(false);
     let traffic = AbortOnDrop::spawn(drive(
         client.clone(),
@@ -287,7 +310,7 @@ pub async fn wait_until_listening(
 /// Requests to `url` every `interval` until stopped; (start time, outcome,
 /// time the outcome arrived).
 async fn drive(
-    client: reqwest::Client,
+    client: Fetcher,
     url: String,
     interval: Duration,
     timeout: Duration,

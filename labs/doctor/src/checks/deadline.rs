@@ -4,6 +4,7 @@
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
+use lab_kit::fetch::FetchError;
 
 use super::Patient;
 use crate::finding::{Check, Finding, seconds};
@@ -20,33 +21,30 @@ pub async fn handler_deadline(patient: &Patient) -> Result<Finding> {
     let window = patient.options.window;
     let client = patient.client()?;
     let started = Instant::now();
-    let answer = client.get(patient.url(path)).timeout(window).send().await;
+    let answer = client.status(&patient.url(path), window).await;
     let after = started.elapsed();
     let at = seconds(after);
     Ok(match answer {
-        Ok(response) => {
-            let status = response.status().as_u16();
-            match status {
-                408 | 500..=599 => Finding::pass(
-                    check,
-                    format!("cut after {at} with {status}"),
-                    Some(after.as_secs_f64()),
-                    "the server bounds a slow handler and tells the caller with a status",
-                ),
-                _ if after < NOT_SLOW => Finding::skip(
-                    check,
-                    format!("GET {path} answered {status} in {at}: not slow, so nothing to cut"),
-                ),
-                _ => Finding::warn(
-                    check,
-                    format!("finished after {at} with {status}"),
-                    Some(after.as_secs_f64()),
-                    "nothing cut it: a handler slower than this would hold its caller, its \
+        Ok(status) => match status {
+            408 | 500..=599 => Finding::pass(
+                check,
+                format!("cut after {at} with {status}"),
+                Some(after.as_secs_f64()),
+                "the server bounds a slow handler and tells the caller with a status",
+            ),
+            _ if after < NOT_SLOW => Finding::skip(
+                check,
+                format!("GET {path} answered {status} in {at}: not slow, so nothing to cut"),
+            ),
+            _ => Finding::warn(
+                check,
+                format!("finished after {at} with {status}"),
+                Some(after.as_secs_f64()),
+                "nothing cut it: a handler slower than this would hold its caller, its \
                      connection and its task as long as it runs (add a handler deadline)",
-                ),
-            }
-        }
-        Err(error) if error.is_timeout() => Finding::fail(
+            ),
+        },
+        Err(FetchError::Timeout) => Finding::fail(
             check,
             format!("no answer at {}", seconds(window)),
             Some(window.as_secs_f64()),

@@ -46,12 +46,7 @@ async fn canary(patient: &Patient, stop: Arc<Mutex<bool>>) -> Result<Vec<(Instan
     while !*stop.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) {
         let started = Instant::now();
         // A canary that fails counts as slow as its timeout.
-        let _ = client
-            .get(&url)
-            .timeout(Duration::from_secs(5))
-            .send()
-            .await
-            .map(|response| response.status());
+        let _ = client.status(&url, Duration::from_secs(5)).await;
         seen.push((started, started.elapsed()));
         tokio::time::sleep(CANARY_EVERY).await;
     }
@@ -79,7 +74,7 @@ pub async fn blocked_runtime(patient: &Patient) -> Result<Finding> {
         let client = patient.fresh_client()?;
         let url = patient.url(&heavy);
         let limit = patient.options.window.min(HEAVY_LIMIT);
-        burst.spawn(async move { client.get(&url).timeout(limit).send().await.is_ok() });
+        burst.spawn(async move { client.status(&url, limit).await.is_ok() });
     }
     let mut answered = 0;
     while let Some(done) = burst.join_next().await {
@@ -165,18 +160,9 @@ async fn level(patient: &Patient, path: &str, in_flight: usize, length: Duration
             while Instant::now() < until {
                 let started = Instant::now();
                 let next = tokio::time::Instant::now() + gap;
-                let answer = client.get(&url).timeout(timeout).send().await;
-                let (status, retry_after) = match answer {
-                    Ok(response) => {
-                        let retry_after = response
-                            .headers()
-                            .get("retry-after")
-                            .map(|value| String::from_utf8_lossy(value.as_bytes()).into_owned());
-                        let status = response.status().as_u16();
-                        // Read the body, so the connection can be reused.
-                        let _ = response.bytes().await;
-                        (Some(status), retry_after)
-                    }
+                // The body is read too, so the connection can be reused.
+                let (status, retry_after) = match client.get(&url, timeout).await {
+                    Ok(fetched) => (Some(fetched.status), fetched.retry_after),
                     Err(_) => (None, None),
                 };
                 let call = Call {

@@ -21,13 +21,14 @@ use lab_keepalive_race::{
     probe::resolve_target,
     wire::{Wire, WireError, get_request},
 };
-use lab_kit::child::ChildGuard;
+use lab_kit::{child::ChildGuard, conn::Connector, fetch::Fetcher};
 use lab_shutdown_drain::probe::wait_until_listening;
 use tokio::{sync::mpsc, task::JoinSet};
 
 use crate::{
     finding::{Check, Finding},
     options::{Options, Target},
+    tls,
 };
 
 /// The server the doctor examines, as every check needs it: where it is and
@@ -38,11 +39,39 @@ pub struct Patient {
     /// The `Host` header: the target as typed.
     pub host: String,
     pub options: Options,
+    /// How a check that opens its own socket connects: plain, or TLS.
+    pub connector: Connector,
+}
+
+/// What a run found, and what it spoke: "plain TCP", or the TLS session
+/// ("TLS 1.3, ALPN http/1.1, certificate ...").
+#[derive(Debug)]
+pub struct Examined {
+    pub findings: Vec<Finding>,
+    pub transport: String,
 }
 
 impl Patient {
+    /// A server on `addr` over plain TCP, its `Host` the address.
+    pub fn plain(addr: SocketAddr, options: Options) -> Patient {
+        Patient {
+            addr,
+            host: addr.to_string(),
+            options,
+            connector: Connector::Plain,
+        }
+    }
+
+    /// The URL of `path` for [`Patient::client`]'s requests. Over TLS its
+    /// host is the target as typed, for the `Host` header (the connection
+    /// goes to `addr` whatever the URL says); over plain TCP the address,
+    /// so reqwest looks nothing up.
     pub fn url(&self, path: &str) -> String {
-        format!("http://{}{path}", self.addr)
+        if self.connector.is_tls() {
+            format!("http://{}{path}", self.host)
+        } else {
+            format!("http://{}{path}", self.addr)
+        }
     }
 
     /// A host that is not loopback (`--allow-remote`): the load checks keep
@@ -52,17 +81,25 @@ impl Patient {
     }
 
     /// A keep-alive client, as a service's own would be.
-    pub fn client(&self) -> Result<reqwest::Client> {
-        reqwest::Client::builder()
+    pub fn client(&self) -> Result<Fetcher> {
+        if self.connector.is_tls() {
+            return Ok(Fetcher::tls(self.connector.clone(), self.addr, true));
+        }
+        let client = reqwest::Client::builder()
             .no_proxy()
             .pool_max_idle_per_host(1024)
             .build()
-            .context("building the HTTP client")
+            .context("building the HTTP client")?;
+        Ok(Fetcher::Reqwest(client))
     }
 
     /// A client whose every request opens a connection of its own.
-    pub fn fresh_client(&self) -> Result<reqwest::Client> {
-        lab_kit::client::fresh_connection_client("a burst client")
+    pub fn fresh_client(&self) -> Result<Fetcher> {
+        if self.connector.is_tls() {
+            return Ok(Fetcher::tls(self.connector.clone(), self.addr, false));
+        }
+        let client = lab_kit::client::fresh_connection_client("a burst client")?;
+        Ok(Fetcher::Reqwest(client))
     }
 }
 
@@ -81,17 +118,23 @@ fn bound(check: Check, options: &Options) -> Duration {
 }
 
 /// The first request: is there an HTTP server, and does it answer? Every
-/// failure here means the doctor cannot probe (exit 2).
-pub async fn first_answer(addr: SocketAddr, host: &str, path: &str) -> Result<u16> {
-    let mut wire =
-        Wire::connect(addr, Duration::from_secs(2))
-            .await
-            .map_err(|error| match error.kind() {
-                std::io::ErrorKind::ConnectionRefused => {
-                    anyhow::anyhow!("nothing listens on {addr} (connection refused)")
-                }
-                _ => anyhow::anyhow!("cannot connect to {addr}: {error}"),
-            })?;
+/// failure here means the doctor cannot probe (exit 2). Returns the status
+/// and what the connection spoke ([`Examined::transport`]).
+pub async fn first_answer(patient: &Patient) -> Result<(u16, String)> {
+    let (addr, host, path) = (patient.addr, &patient.host, &patient.options.paths.fast);
+    let connected = Wire::connect_with(&patient.connector, addr, Duration::from_secs(5)).await;
+    let mut wire = match (connected, &patient.options.tls) {
+        (Ok(wire), _) => wire,
+        (Err(error), Some(_)) => bail!("{}", tls::connect_failure(&error, addr, host)),
+        (Err(error), None) if error.kind() == std::io::ErrorKind::ConnectionRefused => {
+            bail!("nothing listens on {addr} (connection refused)")
+        }
+        (Err(error), None) => bail!("cannot connect to {addr}: {error}"),
+    };
+    let transport = match &patient.options.tls {
+        Some(trust) => tls::describe(&wire.stream, trust).unwrap_or_default(),
+        None => "plain TCP".to_string(),
+    };
     wire.send(&get_request(path, host))
         .await
         .with_context(|| format!("sending GET {path} to {addr}"))?;
@@ -114,13 +157,13 @@ pub async fn first_answer(addr: SocketAddr, host: &str, path: &str) -> Result<u1
         {
             bail!("{addr} {SPEAKS_TLS} (it answered 400: plain HTTP sent to an HTTPS port)")
         }
-        Ok(Ok(response)) => Ok(response.status),
+        Ok(Ok(response)) => Ok((response.status, transport)),
     }
 }
 
-/// What the doctor says of a port that speaks TLS.
-const SPEAKS_TLS: &str = "speaks TLS, and the doctor speaks HTTP/1.1 over plain TCP: point it \
-    at the service behind the TLS terminator";
+/// What the doctor says of a port that speaks TLS, spoken to in plain HTTP.
+const SPEAKS_TLS: &str = "speaks TLS: give https://HOST:PORT (with --insecure for a \
+    self-signed certificate, or --ca FILE), or --tls with a command";
 
 /// A TLS record's first bytes: an alert (21) or a handshake (22), then
 /// major version 3 (every SSL 3 and TLS version writes 3 there).
@@ -152,8 +195,8 @@ pub trait Progress: Send + Sync {
 /// Runs the chosen checks. `Err` means the doctor could not probe at all.
 /// `turn` is this server's place among servers probed at once (the lab);
 /// the `doctor` command probes one, `Turn::alone()`.
-pub async fn run(options: &Options, progress: &dyn Progress, turn: Turn) -> Result<Vec<Finding>> {
-    let (patient, mut child) = connect(options).await?;
+pub async fn run(options: &Options, progress: &dyn Progress, turn: Turn) -> Result<Examined> {
+    let (patient, mut child, transport) = connect(options).await?;
     let wanted = |check: Check| options.checks.contains(&check);
     progress.started(&options.checks, longest(options));
     let total = options.checks.len();
@@ -205,33 +248,46 @@ pub async fn run(options: &Options, progress: &dyn Progress, turn: Turn) -> Resu
             .iter()
             .position(|check| check.name() == finding.check)
     });
-    Ok(findings)
+    Ok(Examined {
+        findings,
+        transport,
+    })
 }
 
 /// The server to probe, started first if the reader gave its command, and
-/// its first answer.
-async fn connect(options: &Options) -> Result<(Patient, Option<ChildGuard>)> {
-    let (host, addr, child) = match &options.target {
+/// what its first answer came over ([`Examined::transport`]).
+async fn connect(options: &Options) -> Result<(Patient, Option<ChildGuard>, String)> {
+    // The name TLS asks for and checks: the host typed, or `localhost` for
+    // a command's server.
+    let (host, addr, child, name) = match &options.target {
         Target::Listening(target) => {
             let addr = resolve_target(target, options.allow_remote).await?;
-            (target.clone(), addr, None)
+            (target.clone(), addr, None, host_name(target).to_string())
         }
         Target::Command { port, command } => {
             let child = start(*port, command).await?;
-            (
-                format!("127.0.0.1:{port}"),
-                SocketAddr::from(([127, 0, 0, 1], *port)),
-                Some(child),
-            )
+            let addr = SocketAddr::from(([127, 0, 0, 1], *port));
+            (addr.to_string(), addr, Some(child), "localhost".to_string())
         }
     };
-    first_answer(addr, &host, &options.paths.fast).await?;
+    let connector = match &options.tls {
+        Some(trust) => tls::connector(&name, trust)?,
+        None => Connector::Plain,
+    };
     let patient = Patient {
         addr,
         host,
         options: options.clone(),
+        connector,
     };
-    Ok((patient, child))
+    let (_, transport) = first_answer(&patient).await?;
+    Ok((patient, child, transport))
+}
+
+/// The host in `HOST:PORT` (`[::1]:443` gives `::1`).
+fn host_name(target: &str) -> &str {
+    let host = target.rsplit_once(':').map_or(target, |(host, _)| host);
+    host.trim_start_matches('[').trim_end_matches(']')
 }
 
 /// The longest the checks can take: the watchers beside the loads, then the

@@ -3,7 +3,7 @@
 //! requests, refusals and the exit against the grace period.
 
 use anyhow::Result;
-use lab_shutdown_drain::probe::{ShutdownProbeConfig, probe};
+use lab_shutdown_drain::probe::{ShutdownProbeConfig, probe_with};
 
 use super::Patient;
 use crate::{
@@ -38,7 +38,7 @@ pub async fn shutdown(patient: &Patient) -> Result<Finding> {
         interval: std::time::Duration::from_millis(20),
         command: command.clone(),
     };
-    let report = probe(&config).await?;
+    let report = probe_with(&config, &patient.connector).await?;
     let exit_s = report.time_to_exit_ms / 1000.0;
     let measured = format!(
         "exit {} after {exit_s:.2} s; {}/{} in flight completed",

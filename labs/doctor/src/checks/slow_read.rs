@@ -18,11 +18,9 @@ use std::{
 };
 
 use anyhow::{Context, Result};
+use lab_kit::conn::Conn;
 use lab_kit::procnet::{TcpState, tcp_info};
-use tokio::{
-    io::AsyncWriteExt,
-    net::{TcpSocket, TcpStream},
-};
+use tokio::{io::AsyncWriteExt, net::TcpSocket};
 
 use super::Patient;
 use crate::finding::{Check, Finding, seconds};
@@ -45,7 +43,7 @@ pub enum Filled {
 
 /// A connection whose server's writes are blocked on our unread answers.
 pub struct Stalled {
-    stream: TcpStream,
+    stream: Conn,
     sent: usize,
     at: Instant,
 }
@@ -74,10 +72,15 @@ pub async fn fill(patient: &Patient) -> Result<Filled> {
     socket
         .set_recv_buffer_size(4096)
         .context("setting SO_RCVBUF")?;
-    let mut stream = tokio::time::timeout(Duration::from_secs(2), socket.connect(patient.addr))
+    let stream = tokio::time::timeout(Duration::from_secs(2), socket.connect(patient.addr))
         .await
         .context("connecting took over 2 s")?
         .with_context(|| format!("connecting to {}", patient.addr))?;
+    // Over TLS, the handshake on that same small-buffered socket.
+    let mut stream = tokio::time::timeout(Duration::from_secs(5), patient.connector.over(stream))
+        .await
+        .context("the TLS handshake took over 5 s")?
+        .context("the TLS handshake")?;
     let request = format!("GET {path} HTTP/1.1\r\nHost: {}\r\n\r\n", patient.host);
     let batch = request.repeat(BATCH).into_bytes();
     let mut sent = 0;
@@ -118,7 +121,7 @@ pub async fn watch(patient: &Patient, stalled: Stalled) -> Result<Finding> {
     let window = patient.options.window;
     while stalled.at.elapsed() < window {
         tokio::time::sleep(Duration::from_millis(50)).await;
-        let state = tcp_info(stalled.stream.as_raw_fd())
+        let state = tcp_info(stalled.stream.tcp().as_raw_fd())
             .context("reading the socket's TCP_INFO")?
             .tcpi_state;
         let ended = match state {

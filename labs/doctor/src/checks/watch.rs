@@ -22,6 +22,7 @@ pub async fn idle_keepalive(patient: &Patient) -> Result<Finding> {
     let mut config = IdleProbeConfig::new(patient.addr, window);
     config.host = patient.host.clone();
     config.path = patient.options.paths.fast.clone();
+    config.connector = patient.connector.clone();
     let report = probe(&config).await?;
     let advertised = match report.advertised_s {
         Some(hint) => format!(" (it advertises Keep-Alive: timeout={hint})"),
@@ -89,7 +90,14 @@ pub async fn slow_head(patient: &Patient) -> Result<Finding> {
         patient.options.paths.fast, patient.host
     );
     let window = patient.options.window;
-    let seen = watch_request(patient.addr, request.as_bytes(), false, window).await?;
+    let seen = watch_request(
+        &patient.connector,
+        patient.addr,
+        request.as_bytes(),
+        false,
+        window,
+    )
+    .await?;
     // hyper's header read timer is also its idle timer, so a server behind a
     // balancer sets it above the balancer's idle timeout (90 s behind 60 s):
     // a window shorter than that cannot tell such a timeout from none.
@@ -127,7 +135,14 @@ pub async fn slow_body(patient: &Patient) -> Result<Finding> {
         patient.host
     );
     let window = patient.options.window;
-    let seen = watch_request(patient.addr, request.as_bytes(), false, window).await?;
+    let seen = watch_request(
+        &patient.connector,
+        patient.addr,
+        request.as_bytes(),
+        false,
+        window,
+    )
+    .await?;
     if let Some((status, at_ms)) = seen.answered
         && at_ms < AT_ONCE.as_secs_f64() * 1000.0
         && !matches!(status, 400 | 408 | 413)

@@ -25,11 +25,7 @@ async fn hyper_with_every_read_timeout_still_holds_a_client_that_never_reads() {
     let mut options = lab_doctor::options::parse(&[addr.to_string()]).unwrap();
     // Three times every timeout the server has.
     options.window = Duration::from_secs(3);
-    let patient = Patient {
-        addr,
-        host: addr.to_string(),
-        options,
-    };
+    let patient = Patient::plain(addr, options);
     let finding = slow_read(&patient).await.unwrap();
     assert_eq!(finding.grade, Grade::Fail, "{finding:?}");
     assert_eq!(finding.measured, "still open at 3.00 s");
@@ -62,11 +58,7 @@ async fn slow_read_tells_a_fin_from_a_reset() {
         let addr = never_reads(fin, Duration::from_secs(1)).await;
         let mut options = lab_doctor::options::parse(&[addr.to_string()]).unwrap();
         options.window = Duration::from_secs(5);
-        let patient = Patient {
-            addr,
-            host: addr.to_string(),
-            options,
-        };
+        let patient = Patient::plain(addr, options);
         let finding = tokio::time::timeout(Duration::from_secs(20), slow_read(&patient))
             .await
             .expect("the check ends within its window")

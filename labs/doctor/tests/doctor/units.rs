@@ -91,7 +91,7 @@ mod load {
 mod options {
     use std::time::Duration;
 
-    use lab_doctor::{Check, options::*};
+    use lab_doctor::{Check, options::*, tls::Trust};
 
     use lab_kit::flags::to_args as strings;
 
@@ -128,6 +128,24 @@ mod options {
             }
         );
         assert_eq!(options.checks, [Check::Shutdown]);
+        assert_eq!(options.tls, None);
+    }
+
+    #[test]
+    fn reads_tls_from_the_scheme_or_the_flag_and_trust_from_its_flags() {
+        let options = parse(&strings(&["https://localhost:8443/"])).unwrap();
+        assert_eq!(options.target, Target::Listening("localhost:8443".into()));
+        assert_eq!(options.tls, Some(Trust::System));
+        let options = parse(&strings(&["https://[::1]:8443", "--insecure"])).unwrap();
+        assert_eq!(options.tls, Some(Trust::Insecure));
+        let options = parse(&strings(&[
+            "--tls", "--ca", "ca.pem", "--port", "8443", "--", "server",
+        ]))
+        .unwrap();
+        assert_eq!(options.tls, Some(Trust::Ca("ca.pem".into())));
+        let plain = parse(&strings(&["http://127.0.0.1:80/"])).unwrap();
+        assert_eq!(plain.target, Target::Listening("127.0.0.1:80".into()));
+        assert_eq!(plain.tls, None);
     }
 
     #[test]
@@ -142,6 +160,9 @@ mod options {
             (&["--port", "80"], "goes with a command"),
             (&["a:1", "--", "node"], "needs --port"),
             (&["a:1", "--max-in-flight", "2"], "between 16 and 1024"),
+            (&["a:1", "--insecure"], "go with TLS"),
+            (&["http://a:1", "--ca", "x.pem"], "go with TLS"),
+            (&["https://a:1/x"], "a path with --path"),
         ] {
             let error = parse(&strings(args)).unwrap_err();
             let text = format!("{error:#}");
