@@ -25,10 +25,50 @@ lab_kit::series! {
         RetryAfter => "retry-after",
         /// SIGTERM under traffic (needs the command that starts the server).
         Shutdown => "shutdown",
+        /// HTTP/2: an idle connection and a PING on it.
+        H2Idle => "h2-idle",
+        /// HTTP/2: a header block that never ends.
+        H2SlowHead => "h2-slow-head",
+        /// HTTP/2: a stream whose body stops after 3 of 100 bytes.
+        H2SlowBody => "h2-slow-body",
+        /// HTTP/2: the stream limit, and a stream past it.
+        H2Streams => "h2-streams",
+        /// HTTP/2: a client that leaves resets its stream.
+        H2Cancel => "h2-cancel",
+        /// HTTP/2: SIGTERM with streams in flight (needs the command).
+        H2Goaway => "h2-goaway",
     }
 }
 
 impl Check {
+    /// The HTTP/1.1 checks: the default against a plain-TCP target.
+    pub const HTTP1: [Check; 9] = [
+        Check::IdleKeepAlive,
+        Check::SlowHead,
+        Check::SlowBody,
+        Check::SlowRead,
+        Check::HandlerDeadline,
+        Check::BlockedRuntime,
+        Check::Overload,
+        Check::RetryAfter,
+        Check::Shutdown,
+    ];
+
+    /// The HTTP/2 checks: added to the default over TLS (ALPN) or with
+    /// `--h2c`.
+    pub const HTTP2: [Check; 6] = [
+        Check::H2Idle,
+        Check::H2SlowHead,
+        Check::H2SlowBody,
+        Check::H2Streams,
+        Check::H2Cancel,
+        Check::H2Goaway,
+    ];
+
+    pub fn is_http2(self) -> bool {
+        Check::HTTP2.contains(&self)
+    }
+
     /// The chapter and section that explain what this check looks for.
     pub fn chapter(self) -> &'static str {
         match self {
@@ -41,6 +81,12 @@ impl Check {
             Check::Overload => "overload.html#2-load-shedding",
             Check::RetryAfter => "backoff-jitter.html#the-fix",
             Check::Shutdown => "shutdown-drain.html#the-fix",
+            Check::H2Idle
+            | Check::H2SlowHead
+            | Check::H2SlowBody
+            | Check::H2Streams
+            | Check::H2Cancel
+            | Check::H2Goaway => "doctor.html#the-http2-checks",
         }
     }
 

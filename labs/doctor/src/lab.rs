@@ -40,7 +40,7 @@ impl Lab for Config {
 
     const SUBCOMMANDS: &[Subcommand] = &[Subcommand::new(
         "serve",
-        "one of the lab's services: serve stock-axum|hardened --port P [--scale S]",
+        "one of the lab's services: serve stock-axum|hardened --port P [--scale S] [--graceful true]",
         crate::services::serve_main,
     )];
 
@@ -245,7 +245,7 @@ struct Probed {
 async fn servers(config: &Config, out: &mut Output) -> Result<()> {
     let subjects = subjects(config)?;
     let probed = probe_all(config, &subjects).await?;
-    let mut by_check: Vec<(Check, Vec<(&str, String)>)> = Check::ALL
+    let mut by_check: Vec<(Check, Vec<(&str, String)>)> = Check::HTTP1
         .iter()
         .map(|check| (*check, Vec::new()))
         .collect();

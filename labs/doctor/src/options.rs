@@ -69,6 +69,8 @@ pub struct Options {
     /// TLS (`https://HOST:PORT`, or `--tls`), and how to trust the server's
     /// certificate; `None` for plain TCP.
     pub tls: Option<Trust>,
+    /// `--h2c`: HTTP/2 over plain TCP, with prior knowledge.
+    pub h2c: bool,
 }
 
 impl Paths {
@@ -78,14 +80,22 @@ impl Paths {
     /// check.
     pub fn for_check(&self, check: Check) -> Result<&str, Finding> {
         let (given, needed) = match check {
-            Check::SlowBody => return Ok(self.body.as_deref().unwrap_or(&self.fast)),
+            Check::SlowBody | Check::H2SlowBody => {
+                return Ok(self.body.as_deref().unwrap_or(&self.fast));
+            }
             Check::SlowRead => return Ok(self.read.as_deref().unwrap_or(&self.fast)),
-            Check::HandlerDeadline => (&self.slow, "--slow-path a slow route"),
+            Check::HandlerDeadline | Check::H2Cancel => (&self.slow, "--slow-path a slow route"),
             Check::BlockedRuntime => (&self.heavy, "--heavy-path a route that does heavy work"),
             Check::Overload | Check::RetryAfter => {
                 (&self.load, "--load-path a route with limited capacity")
             }
-            Check::IdleKeepAlive | Check::SlowHead | Check::Shutdown => return Ok(&self.fast),
+            Check::IdleKeepAlive
+            | Check::SlowHead
+            | Check::Shutdown
+            | Check::H2Idle
+            | Check::H2SlowHead
+            | Check::H2Streams
+            | Check::H2Goaway => return Ok(&self.fast),
         };
         given
             .as_deref()
@@ -97,7 +107,7 @@ impl Paths {
 /// routes first (`PATH_FLAGS` of them), then the settings. A placeholder is the
 /// flag's default where it has one.
 #[rustfmt::skip]
-const FLAGS: [Opt; 19] = [
+const FLAGS: [Opt; 20] = [
     Opt::value("--path", "/", "a fast path: the idle client's request, the canary"),
     Opt::value("--body-path", "PATH", "a route that reads a request body (default: --path)"),
     Opt::value("--read-path", "PATH", "a route with a large answer (default: --path)"),
@@ -116,6 +126,7 @@ const FLAGS: [Opt; 19] = [
     Opt::switch("--tls", "speak TLS to the target (as https://HOST:PORT does; for --port P -- COMMAND)"),
     Opt::switch("--insecure", "TLS: accept any certificate (a self-signed one on a test port)"),
     Opt::value("--ca", "FILE", "TLS: trust the authorities in this PEM file (default: the system's)"),
+    Opt::switch("--h2c", "the HTTP/2 checks over plain TCP, with prior knowledge (no TLS, no upgrade)"),
     Opt::switch("--allow-remote", "probe a host that is not loopback (be polite: the ramp stops \
         at 16 callers, each at most 20 calls a second, and the slow read sends at most 4096 \
         requests)"),
@@ -136,8 +147,10 @@ explains it. Checks run at once, each bounded;
 the default run takes under a minute (with a command, add the shutdown check's
 grace period).
 
-Checks (default: all): idle-keepalive, slow-head, slow-body, slow-read,
-handler-deadline, blocked-runtime, overload, retry-after, shutdown.
+Checks (default: all; the h2- ones over TLS or with --h2c): idle-keepalive,
+slow-head, slow-body, slow-read, handler-deadline, blocked-runtime, overload,
+retry-after, shutdown, h2-idle, h2-slow-head, h2-slow-body, h2-streams,
+h2-cancel, h2-goaway.
 
 Paths (a check whose path is not given is skipped):
 {}Settings:
@@ -223,6 +236,7 @@ pub fn parse(args: &[String]) -> Result<Options> {
             "--tls" => tls = true,
             "--insecure" => trust = Some(Trust::Insecure),
             "--ca" => trust = Some(Trust::Ca(PathBuf::from(flag.value))),
+            "--h2c" => options.h2c = true,
             _ => return Err(flag.unknown()),
         }
     }
@@ -235,7 +249,11 @@ pub fn parse(args: &[String]) -> Result<Options> {
             bail!("--insecure and --ca go with TLS: an https://HOST:PORT target, or --tls")
         }
     };
-    options.checks = checks_named(words)?;
+    if options.h2c && options.tls.is_some() {
+        bail!("--h2c is HTTP/2 without TLS; over TLS the HTTP/2 checks agree on h2 by ALPN");
+    }
+    let http2 = options.h2c || options.tls.is_some();
+    options.checks = checks_named(words, http2)?;
     Ok(options)
 }
 
@@ -263,6 +281,7 @@ fn defaults() -> Options {
         expect: None,
         json_out: None,
         tls: None,
+        h2c: false,
     }
 }
 
@@ -311,9 +330,10 @@ fn bare_target(typed: &str) -> Result<(String, bool)> {
     Ok((bare.to_string(), https))
 }
 
-/// The checks the words name, in the report's order; all of them when no
-/// word names one.
-fn checks_named(words: Vec<&str>) -> Result<Vec<Check>> {
+/// The checks the words name, in the report's order; when no word names
+/// one, the HTTP/1.1 checks, and the HTTP/2 ones too where the target may
+/// speak it (`http2`: TLS, or `--h2c`).
+fn checks_named(words: Vec<&str>, http2: bool) -> Result<Vec<Check>> {
     let mut checks = Vec::new();
     for word in words {
         let check = Check::named(word)
@@ -321,7 +341,10 @@ fn checks_named(words: Vec<&str>) -> Result<Vec<Check>> {
         checks.push(check);
     }
     Ok(if checks.is_empty() {
-        Check::ALL.to_vec()
+        Check::ALL
+            .into_iter()
+            .filter(|check| http2 || !check.is_http2())
+            .collect()
     } else {
         Check::ALL
             .into_iter()

@@ -254,12 +254,15 @@ fn serve(args: &[String]) -> Result<()> {
     };
     let service = Service::named(which)
         .with_context(|| format!("unknown service {which:?} (stock-axum or hardened)"))?;
-    let (mut port, mut scale) = (0u16, 1.0f64);
+    let (mut port, mut scale, mut graceful) = (0u16, 1.0f64, false);
     let mut parsed = Flags::new(flags).for_what("serve");
     while let Some(flag) = parsed.next_flag()? {
         match flag.name {
             "--port" => port = flag.parse("a port")?,
             "--scale" => scale = flag.parse("a number")?,
+            // stock-axum with `with_graceful_shutdown` on SIGTERM (the
+            // doctor's HTTP/2 tests: hyper's GOAWAY).
+            "--graceful" => graceful = flag.parse("true or false")?,
             _ => return Err(flag.unknown()),
         }
     }
@@ -276,6 +279,7 @@ fn serve(args: &[String]) -> Result<()> {
             .await
             .with_context(|| format!("binding 127.0.0.1:{port}"))?;
         match service {
+            Service::Stock if graceful => serve_stock_graceful(listener).await,
             Service::Stock => serve_stock(listener).await,
             Service::Hardened => serve_hardened(listener, scale).await,
         }
@@ -297,6 +301,19 @@ async fn serve_stock(listener: TcpListener) -> Result<()> {
         .context("serving")
 }
 // ANCHOR_END: stock
+
+/// The stock service with axum's graceful shutdown on SIGTERM: in-flight
+/// requests finish, and HTTP/2 connections are told GOAWAY.
+async fn serve_stock_graceful(listener: TcpListener) -> Result<()> {
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("listening for SIGTERM")?;
+    axum::serve(listener, routes(shared(false)))
+        .with_graceful_shutdown(async move {
+            terminate.recv().await;
+        })
+        .await
+        .context("serving")
+}
 
 // ANCHOR: hardened
 async fn serve_hardened(listener: TcpListener, scale: f64) -> Result<()> {

@@ -67,8 +67,9 @@ fn roots_from(path: &Path) -> Result<RootCertStore> {
 }
 
 /// The connector for a TLS target named `host` (SNI, and the name the
-/// certificate must carry), trusting as `trust` says.
-pub fn connector(host: &str, trust: &Trust) -> Result<Connector> {
+/// certificate must carry), trusting as `trust` says, offering `alpn`
+/// (`http/1.1` for the HTTP/1.1 checks, `h2` for the HTTP/2 ones).
+pub fn connector(host: &str, trust: &Trust, alpn: &[u8]) -> Result<Connector> {
     let builder = ClientConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
         .context("choosing TLS versions")?;
@@ -95,7 +96,7 @@ pub fn connector(host: &str, trust: &Trust) -> Result<Connector> {
                 .with_no_client_auth()
         }
     };
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    config.alpn_protocols = vec![alpn.to_vec()];
     let server_name = ServerName::try_from(host.to_string())
         .with_context(|| format!("{host:?} is not a host name or an IP address"))?;
     Ok(Connector::Tls {
@@ -178,8 +179,10 @@ pub fn connect_failure(error: &io::Error, addr: SocketAddr, host: &str) -> Strin
             ),
         },
         rustls::Error::AlertReceived(AlertDescription::NoApplicationProtocol) => format!(
-            "{addr} refused ALPN http/1.1: it speaks only HTTP/2 over TLS, and the doctor's \
-             checks speak HTTP/1.1"
+            "{addr} refused the ALPN protocol the doctor offered (http/1.1 for its HTTP/1.1 \
+             checks, h2 for its HTTP/2 ones): if it speaks only HTTP/2, name the h2- checks \
+             alone ({})",
+            crate::Check::HTTP2.map(crate::Check::name).join(" ")
         ),
         rustls::Error::InvalidMessage(_) => format!(
             "{addr} does not speak TLS: its answer to the TLS handshake is not a TLS record (a \

@@ -14,34 +14,25 @@ pub mod watch;
 
 pub use turn::Turn;
 
-use std::{net::SocketAddr, process::Stdio, time::Duration};
+pub use crate::patient::Patient;
+use crate::patient::start;
+
+use std::{net::SocketAddr, time::Duration};
 
 use anyhow::{Context, Result, bail};
 use lab_keepalive_race::{
     probe::resolve_target,
     wire::{Wire, WireError, get_request},
 };
-use lab_kit::{child::ChildGuard, conn::Connector, fetch::Fetcher};
-use lab_shutdown_drain::probe::wait_until_listening;
+use lab_kit::{child::ChildGuard, conn::Connector};
 use tokio::{sync::mpsc, task::JoinSet};
 
 use crate::{
     finding::{Check, Finding},
+    h2,
     options::{Options, Target},
     tls,
 };
-
-/// The server the doctor examines, as every check needs it: where it is and
-/// what the reader asked. ("Probe" is kept for the requests a check sends.)
-#[derive(Debug, Clone)]
-pub struct Patient {
-    pub addr: SocketAddr,
-    /// The `Host` header: the target as typed.
-    pub host: String,
-    pub options: Options,
-    /// How a check that opens its own socket connects: plain, or TLS.
-    pub connector: Connector,
-}
 
 /// What a run found, and what it spoke: "plain TCP", or the TLS session
 /// ("TLS 1.3, ALPN http/1.1, certificate ...").
@@ -51,63 +42,11 @@ pub struct Examined {
     pub transport: String,
 }
 
-impl Patient {
-    /// A server on `addr` over plain TCP, its `Host` the address.
-    pub fn plain(addr: SocketAddr, options: Options) -> Patient {
-        Patient {
-            addr,
-            host: addr.to_string(),
-            options,
-            connector: Connector::Plain,
-        }
-    }
-
-    /// The URL of `path` for [`Patient::client`]'s requests. Over TLS its
-    /// host is the target as typed, for the `Host` header (the connection
-    /// goes to `addr` whatever the URL says); over plain TCP the address,
-    /// so reqwest looks nothing up.
-    pub fn url(&self, path: &str) -> String {
-        if self.connector.is_tls() {
-            format!("http://{}{path}", self.host)
-        } else {
-            format!("http://{}{path}", self.addr)
-        }
-    }
-
-    /// A host that is not loopback (`--allow-remote`): the load checks keep
-    /// to a polite, bounded rate.
-    pub fn remote(&self) -> bool {
-        !self.addr.ip().is_loopback()
-    }
-
-    /// A keep-alive client, as a service's own would be.
-    pub fn client(&self) -> Result<Fetcher> {
-        if self.connector.is_tls() {
-            return Ok(Fetcher::tls(self.connector.clone(), self.addr, true));
-        }
-        let client = reqwest::Client::builder()
-            .no_proxy()
-            .pool_max_idle_per_host(1024)
-            .build()
-            .context("building the HTTP client")?;
-        Ok(Fetcher::Reqwest(client))
-    }
-
-    /// A client whose every request opens a connection of its own.
-    pub fn fresh_client(&self) -> Result<Fetcher> {
-        if self.connector.is_tls() {
-            return Ok(Fetcher::tls(self.connector.clone(), self.addr, false));
-        }
-        let client = lab_kit::client::fresh_connection_client("a burst client")?;
-        Ok(Fetcher::Reqwest(client))
-    }
-}
-
 /// How long a check may take at most, beyond which it is reported as hung.
 fn bound(check: Check, options: &Options) -> Duration {
     let slack = Duration::from_secs(10);
     match check {
-        Check::Shutdown => options.grace + Duration::from_secs(20),
+        Check::Shutdown | Check::H2Goaway => options.grace + Duration::from_secs(20),
         Check::Overload | Check::RetryAfter => {
             Duration::from_secs(5) + options.caller_timeout * 3 + slack
         }
@@ -171,18 +110,6 @@ pub fn is_tls_record(bytes: &[u8]) -> bool {
     matches!(bytes, [21 | 22, 3, ..])
 }
 
-/// Starts the reader's command and waits until it listens on its port.
-async fn start(port: u16, command: &[String]) -> Result<ChildGuard> {
-    let addr = SocketAddr::from(([127, 0, 0, 1], port));
-    if tokio::net::TcpStream::connect(addr).await.is_ok() {
-        bail!("something already listens on {addr}: stop it, or pick another --port");
-    }
-    let mut child = ChildGuard::spawn(&command[0], &command[1..], Stdio::null())
-        .with_context(|| format!("starting {:?}", command.join(" ")))?;
-    wait_until_listening(&mut child, addr, Duration::from_secs(10)).await?;
-    Ok(child)
-}
-
 /// Where the report's lines come from while the checks run.
 pub trait Progress: Send + Sync {
     fn started(&self, checks: &[Check], bound: Duration);
@@ -202,10 +129,21 @@ pub async fn run(options: &Options, progress: &dyn Progress, turn: Turn) -> Resu
     let total = options.checks.len();
     let (found, mut findings_in) = mpsc::unbounded_channel();
     let mut running = JoinSet::new();
+    // The HTTP/2 checks skip, all with one reason, where HTTP/2 cannot be
+    // spoken; otherwise they watch beside the others.
+    let h2_skip = match options.checks.iter().any(|check| check.is_http2()) {
+        true => h2::unavailable(&patient).await,
+        false => None,
+    };
+    for check in Check::HTTP2.into_iter().filter(|check| wanted(*check)) {
+        if let Some(why) = &h2_skip {
+            let _ = found.send(Event::Found(Finding::skip(check, why.clone())));
+        }
+    }
     // The checks that hold one connection (or one request) and wait: side by
     // side, each under its bound, so the run takes about one window.
     for (check, start_check) in WATCHING {
-        if wanted(check) {
+        if wanted(check) && !(check.is_http2() && h2_skip.is_some()) {
             let limit = bound(check, options);
             let work = start_check(patient.clone());
             let found = found.clone();
@@ -243,6 +181,13 @@ pub async fn run(options: &Options, progress: &dyn Progress, turn: Turn) -> Resu
         findings.push(shutdown::shutdown(&patient).await?);
         progress.finished(findings.last().expect("just pushed"), findings.len(), total);
     }
+    // Its HTTP/2 twin starts the command again, after the shutdown check.
+    if wanted(Check::H2Goaway) && h2_skip.is_none() {
+        let limit = bound(Check::Shutdown, options);
+        let work = Box::pin(async { h2::goaway(&patient).await });
+        findings.push(bounded(Check::H2Goaway, limit, work).await);
+        progress.finished(findings.last().expect("just pushed"), findings.len(), total);
+    }
     findings.sort_by_key(|finding| {
         Check::ALL
             .iter()
@@ -270,17 +215,26 @@ async fn connect(options: &Options) -> Result<(Patient, Option<ChildGuard>, Stri
             (addr.to_string(), addr, Some(child), "localhost".to_string())
         }
     };
-    let connector = match &options.tls {
-        Some(trust) => tls::connector(&name, trust)?,
-        None => Connector::Plain,
+    let (connector, h2) = match &options.tls {
+        Some(trust) => (
+            tls::connector(&name, trust, b"http/1.1")?,
+            Some(tls::connector(&name, trust, b"h2")?),
+        ),
+        None => (Connector::Plain, options.h2c.then_some(Connector::Plain)),
     };
     let patient = Patient {
         addr,
         host,
         options: options.clone(),
         connector,
+        h2,
     };
-    let (_, transport) = first_answer(&patient).await?;
+    // A server asked for HTTP/2 alone answers its first request in HTTP/2.
+    let transport = if options.checks.iter().all(|check| check.is_http2()) {
+        h2::first_answer(&patient).await?
+    } else {
+        first_answer(&patient).await?.1
+    };
     Ok((patient, child, transport))
 }
 
@@ -308,11 +262,11 @@ fn longest(options: &Options) -> Duration {
         .map(|(check, _)| limit_of(*check))
         .max()
         .unwrap_or_default();
-    watchers.max(chain) + limit_of(Check::Shutdown)
+    watchers.max(chain) + limit_of(Check::Shutdown) + limit_of(Check::H2Goaway)
 }
 
 /// The checks that hold a connection (or a request) and wait.
-const WATCHING: [(Check, StartCheck); 4] = [
+const WATCHING: [(Check, StartCheck); 9] = [
     (Check::IdleKeepAlive, |p| {
         Box::pin(async move { watch::idle_keepalive(&p).await })
     }),
@@ -324,6 +278,21 @@ const WATCHING: [(Check, StartCheck); 4] = [
     }),
     (Check::HandlerDeadline, |p| {
         Box::pin(async move { deadline::handler_deadline(&p).await })
+    }),
+    (Check::H2Idle, |p| {
+        Box::pin(async move { h2::idle(&p).await })
+    }),
+    (Check::H2SlowHead, |p| {
+        Box::pin(async move { h2::slow_head(&p).await })
+    }),
+    (Check::H2SlowBody, |p| {
+        Box::pin(async move { h2::slow_body(&p).await })
+    }),
+    (Check::H2Streams, |p| {
+        Box::pin(async move { h2::streams(&p).await })
+    }),
+    (Check::H2Cancel, |p| {
+        Box::pin(async move { h2::cancel(&p).await })
     }),
 ];
 

@@ -4,6 +4,8 @@
 
 mod doctor;
 mod expect;
+mod h2;
+mod nginx_tls;
 mod no_write_timeout;
 mod slowhttptest;
 mod tls;

@@ -110,8 +110,20 @@ mod options {
         assert_eq!(options.checks, [Check::IdleKeepAlive, Check::SlowHead]);
         assert_eq!(options.window, Duration::from_secs(3));
         assert!(options.json);
+        // By default the HTTP/1.1 checks; the HTTP/2 ones too over TLS or
+        // with --h2c.
         let all = parse(&strings(&["localhost:1"])).unwrap();
-        assert_eq!(all.checks, Check::ALL);
+        assert_eq!(all.checks, Check::HTTP1);
+        let both = [&Check::HTTP1[..], &Check::HTTP2[..]].concat();
+        assert_eq!(
+            parse(&strings(&["localhost:1", "--h2c"])).unwrap().checks,
+            both
+        );
+        assert_eq!(
+            parse(&strings(&["https://localhost:1"])).unwrap().checks,
+            both
+        );
+        assert_eq!(Check::ALL.to_vec(), both);
     }
 
     #[test]
@@ -163,6 +175,7 @@ mod options {
             (&["a:1", "--insecure"], "go with TLS"),
             (&["http://a:1", "--ca", "x.pem"], "go with TLS"),
             (&["https://a:1/x"], "a path with --path"),
+            (&["https://a:1", "--h2c"], "--h2c is HTTP/2 without TLS"),
         ] {
             let error = parse(&strings(args)).unwrap_err();
             let text = format!("{error:#}");
