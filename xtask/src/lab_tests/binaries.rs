@@ -124,7 +124,7 @@ pub fn from_message(line: &str) -> Result<Vec<TestBinary>> {
     };
     let (waiting, background) = match integration {
         true => (
-            package.names("side-by-side-tests", target_name),
+            package.groups("side-by-side-tests", target_name),
             package.names("background-tests", target_name),
         ),
         false => (Vec::new(), Vec::new()),
@@ -140,14 +140,21 @@ pub fn from_message(line: &str) -> Result<Vec<TestBinary>> {
             ..whole.clone()
         });
     }
-    if lane == Lane::Alone && !waiting.is_empty() {
-        elsewhere.extend(waiting.iter().cloned());
-        runs.push(TestBinary {
-            name: format!("{} (its waiting tests)", whole.name),
-            lane: Lane::SideBySide,
-            part: Part::Only(waiting),
-            ..whole.clone()
-        });
+    if lane == Lane::Alone {
+        let groups = waiting.len();
+        for (index, group) in waiting.into_iter().enumerate() {
+            elsewhere.extend(group.iter().cloned());
+            let which = match groups {
+                1 => String::new(),
+                _ => format!(", {} of {groups}", index + 1),
+            };
+            runs.push(TestBinary {
+                name: format!("{} (its waiting tests{which})", whole.name),
+                lane: Lane::SideBySide,
+                part: Part::Only(group),
+                ..whole.clone()
+            });
+        }
     }
     if elsewhere.is_empty() {
         runs.push(whole);
@@ -210,17 +217,47 @@ impl Package {
 
     /// The test names `[package.metadata.tests.<table>]` gives `target`.
     fn names(&self, table: &str, target: &str) -> Vec<String> {
-        self.tests
+        self.groups(table, target).concat()
+    }
+
+    /// The names `table` gives for `target`, as groups that run as separate
+    /// processes, side by side: a list of names is one group, a list of
+    /// lists is one group each (a binary whose waiting tests, one after
+    /// another, would outlast the rest of the batch).
+    fn groups(&self, table: &str, target: &str) -> Vec<Vec<String>> {
+        let strings = |names: &toml::Value| -> Vec<String> {
+            names
+                .as_array()
+                .map(|names| {
+                    names
+                        .iter()
+                        .filter_map(|name| name.as_str().map(str::to_string))
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        let Some(items) = self
+            .tests
             .get(table)
             .and_then(|table| table.get(target))
             .and_then(|names| names.as_array())
-            .map(|names| {
-                names
-                    .iter()
-                    .filter_map(|name| name.as_str().map(str::to_string))
-                    .collect()
-            })
-            .unwrap_or_default()
+        else {
+            return Vec::new();
+        };
+        if items.iter().all(|item| item.is_array()) {
+            items
+                .iter()
+                .map(strings)
+                .filter(|group| !group.is_empty())
+                .collect()
+        } else {
+            let group = strings(&toml::Value::Array(items.clone()));
+            if group.is_empty() {
+                Vec::new()
+            } else {
+                vec![group]
+            }
+        }
     }
 }
 
@@ -257,9 +294,9 @@ mod tests {
 
     #[test]
     fn a_package_that_runs_alone_may_send_its_waiting_tests_to_the_batch() {
-        // The doctor runs alone, but names the tests of its own that only
-        // wait: its binary runs twice, those beside the others.
-        let parts = from_message(&message("labs/doctor", "doctor")).unwrap();
+        // The overload lab runs alone, but names the tests of its own that
+        // only wait: its binary runs twice, those beside the others.
+        let parts = from_message(&message("labs/overload", "overload")).unwrap();
         assert_eq!(parts.len(), 2);
         let Part::Only(waiting) = &parts[0].part else {
             panic!("{:?}", parts[0].part)
@@ -274,6 +311,30 @@ mod tests {
             rest.iter().filter(|word| *word == "--skip").count(),
             waiting.len()
         );
+    }
+
+    #[test]
+    fn waiting_tests_in_groups_run_as_a_process_each() {
+        // The doctor's waiting tests come in two groups: two processes in
+        // the batch, and the rest alone, without either group.
+        let parts = from_message(&message("labs/doctor", "doctor")).unwrap();
+        assert_eq!(parts.len(), 3, "{parts:?}");
+        let groups: Vec<&Vec<String>> = parts[..2]
+            .iter()
+            .map(|part| match &part.part {
+                Part::Only(names) => names,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert!(parts[..2].iter().all(|part| part.lane == Lane::SideBySide));
+        assert!(
+            parts[0].name.ends_with("(its waiting tests, 1 of 2)"),
+            "{}",
+            parts[0].name
+        );
+        assert_eq!(parts[2].lane, Lane::Alone);
+        let both: Vec<String> = groups.into_iter().flatten().cloned().collect();
+        assert_eq!(parts[2].part, Part::AllBut(both));
     }
 
     #[test]

@@ -19,8 +19,9 @@
 //!
 //! A lab that runs alone may name tests of its own that only wait
 //! (`[package.metadata.tests.side-by-side-tests]`); its binary then runs
-//! twice, those tests in the batch and the rest alone. Inside a binary, one
-//! test at a time, as before. A binary's output is shown when it fails.
+//! twice, those tests in the batch and the rest alone (or once more per
+//! group, where the list is a list of groups). Inside a binary, one test at
+//! a time, as before. A binary's output is shown when it fails.
 
 mod binaries;
 mod running;
