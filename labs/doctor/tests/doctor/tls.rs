@@ -79,6 +79,10 @@ impl Pki {
         Arc::new(config)
     }
 
+    pub(crate) fn ca_pem(&self) -> &str {
+        &self.ca_pem
+    }
+
     /// The authority's PEM in a file of `dir`, for `--ca`.
     pub(crate) fn ca_file(&self, dir: &tempfile::TempDir) -> String {
         let path = dir.path().join("ca.pem");
