@@ -178,6 +178,32 @@ impl Finding {
         fail => Fail,
     }
 
+    /// Pass if the server acted within the window (`first`: when, and what
+    /// it did), fail if it still waited for the client at the end; `cost`
+    /// says what each such client holds, and what would end it.
+    pub fn ended_in_time(
+        check: Check,
+        first: Option<(std::time::Duration, String)>,
+        window: std::time::Duration,
+        what: &str,
+        cost: &str,
+    ) -> Finding {
+        match first {
+            Some((at, said)) => Finding::pass(
+                check,
+                said,
+                Some(at.as_secs_f64()),
+                format!("the server does not wait forever for {what}"),
+            ),
+            None => Finding::fail(
+                check,
+                format!("still open at {}", seconds(window)),
+                Some(window.as_secs_f64()),
+                format!("the server waits for {what} as long as the client likes: {cost}"),
+            ),
+        }
+    }
+
     pub fn skip(check: Check, why: impl Into<String>) -> Finding {
         Finding::new(check, Grade::Skip, "skipped", None, why)
     }

@@ -90,14 +90,7 @@ pub async fn slow_head(patient: &Patient) -> Result<Finding> {
         patient.options.paths.fast, patient.host
     );
     let window = patient.options.window;
-    let seen = watch_request(
-        &patient.connector,
-        patient.addr,
-        request.as_bytes(),
-        false,
-        window,
-    )
-    .await?;
+    let seen = watched(patient, &request).await?;
     // hyper's header read timer is also its idle timer, so a server behind a
     // balancer sets it above the balancer's idle timeout (90 s behind 60 s):
     // a window shorter than that cannot tell such a timeout from none.
@@ -135,14 +128,7 @@ pub async fn slow_body(patient: &Patient) -> Result<Finding> {
         patient.host
     );
     let window = patient.options.window;
-    let seen = watch_request(
-        &patient.connector,
-        patient.addr,
-        request.as_bytes(),
-        false,
-        window,
-    )
-    .await?;
+    let seen = watched(patient, &request).await?;
     if let Some((status, at_ms)) = seen.answered
         && at_ms < AT_ONCE.as_secs_f64() * 1000.0
         && !matches!(status, 400 | 408 | 413)
@@ -163,25 +149,31 @@ pub async fn slow_body(patient: &Patient) -> Result<Finding> {
     ))
 }
 
+/// Sends `request` on a connection of its own (plain or TLS) and watches
+/// it for the window.
+async fn watched(patient: &Patient, request: &str) -> Result<WatchOutcome> {
+    let window = patient.options.window;
+    watch_request(
+        &patient.connector,
+        patient.addr,
+        request.as_bytes(),
+        false,
+        window,
+    )
+    .await
+}
+
 /// Pass if the server answered or ended the connection within the window;
 /// fail if it was still waiting for the client at the end.
 fn ended_in_time(check: Check, seen: &WatchOutcome, window: Duration, what: &str) -> Finding {
-    match seen.first_action_ms() {
-        Some(millis) => Finding::pass(
-            check,
+    let first = seen.first_action_ms().map(|millis| {
+        let at = Duration::from_secs_f64(millis / 1000.0);
+        (
+            at,
             format!("{} after {:.2} s", seen.verdict(), millis / 1000.0),
-            Some(millis / 1000.0),
-            format!("the server does not wait forever for {what}"),
-        ),
-        None => Finding::fail(
-            check,
-            format!("still open at {}", seconds(window)),
-            Some(window.as_secs_f64()),
-            format!(
-                "the server waits for {what} as long as the client likes: a few hundred such \
-                 connections hold as many sockets and tasks (give it a header read or body \
-                 timeout)"
-            ),
-        ),
-    }
+        )
+    });
+    let cost = "a few hundred such connections hold as many sockets and tasks (give it a \
+        header read or body timeout)";
+    Finding::ended_in_time(check, first, window, what, cost)
 }

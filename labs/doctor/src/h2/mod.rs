@@ -290,23 +290,8 @@ fn ended_in_time(
     window: Duration,
     what: &str,
 ) -> Finding {
-    match first {
-        Some((at, said)) => Finding::pass(
-            check,
-            said,
-            Some(at.as_secs_f64()),
-            format!("the server does not wait forever for {what}"),
-        ),
-        None => Finding::fail(
-            check,
-            format!("still open at {}", seconds(window)),
-            Some(window.as_secs_f64()),
-            format!(
-                "the server waits for {what} as long as the client likes: each such stream or \
-                 connection holds its buffers and a task (give it a timeout)"
-            ),
-        ),
-    }
+    let cost = "each such stream or connection holds its buffers and a task (give it a timeout)";
+    Finding::ended_in_time(check, first, window, what, cost)
 }
 
 pub async fn streams(patient: &Patient) -> Result<Finding> {
