@@ -128,8 +128,8 @@ const FLAGS: [Opt; 20] = [
     Opt::value("--ca", "FILE", "TLS: trust the authorities in this PEM file (default: the system's)"),
     Opt::switch("--h2c", "the HTTP/2 checks over plain TCP, with prior knowledge (no TLS, no upgrade)"),
     Opt::switch("--allow-remote", "probe a host that is not loopback (be polite: the ramp stops \
-        at 16 callers, each at most 20 calls a second, and the slow read sends at most 4096 \
-        requests)"),
+        at 16 callers, each at most 20 calls a second, the slow read sends at most 4096 \
+        requests, and h2-streams does not go past the stream limit)"),
 ];
 const PATH_FLAGS: usize = 7;
 
