@@ -140,12 +140,11 @@ pub fn usage() -> String {
 Usage: doctor [FLAGS] [https://]HOST:PORT [CHECK...]
        doctor [FLAGS] --port P [CHECK...] -- COMMAND [ARGS...]
 
-Probes a running HTTP/1.1 server, over plain TCP or TLS (https:// or --tls),
-for the failures the book teaches and prints one line per check (pass, warn,
-FAIL or skip) with what it measured, why it matters and the chapter that
-explains it. Checks run at once, each bounded;
-the default run takes under a minute (with a command, add the shutdown check's
-grace period).
+Probes a running HTTP/1.1 or HTTP/2 server, over plain TCP or TLS (https://
+or --tls), for the failures the book teaches and prints one line per check
+(pass, warn, FAIL or skip) with what it measured, why it matters and the
+chapter that explains it. Checks run at once, each bounded; the default run
+takes under a minute (with a command, add the shutdown check's grace period).
 
 Checks (default: all; the h2- ones over TLS or with --h2c): idle-keepalive,
 slow-head, slow-body, slow-read, handler-deadline, blocked-runtime, overload,
