@@ -1,8 +1,8 @@
 //! The doctor: probes a running HTTP/1.1 or HTTP/2 server, over plain TCP
-//! or TLS, for the failures the book teaches (an idle connection behind a balancer, slow clients, slow
-//! handlers, a blocked runtime, overload, Retry-After, shutdown) and says
-//! pass, warn or fail for each, with the number it measured and the chapter
-//! that explains it.
+//! or TLS, for the failures the book teaches (an idle connection behind a
+//! balancer, slow clients, slow handlers, a blocked runtime, overload,
+//! Retry-After, shutdown) and says pass, warn or fail for each, with the
+//! number it measured and the chapter that explains it.
 //!
 //! The checks reuse the labs' own machinery: the keep-alive lab's idle
 //! probe, the server-timeouts lab's stalled clients, the shutdown lab's
