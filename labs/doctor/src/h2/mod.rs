@@ -346,14 +346,25 @@ pub async fn streams(patient: &Patient) -> Result<Finding> {
     for index in 0..=limit {
         h2.request(1 + 2 * index, "GET", &slow, true).await?;
     }
-    let extra = 1 + 2 * limit;
     let started = Instant::now();
     let (frames, end) = watch_from(&mut h2, started, Duration::from_secs(2)).await;
+    Ok(past_the_limit(&mut h2, &frames, end, limit))
+}
+
+/// What the server did with the stream past its `limit`, from the frames
+/// that came after the streams went out.
+fn past_the_limit(
+    h2: &mut H2,
+    frames: &[(Duration, Frame)],
+    end: Option<(Duration, End)>,
+    limit: u32,
+) -> Finding {
+    let (check, value, extra) = (Check::H2Streams, Some(f64::from(limit)), 1 + 2 * limit);
     let measured = |what: String| format!("limit {limit}; stream {} past it: {what}", limit + 1);
     let on_extra = frames
         .iter()
         .find(|(_, frame)| frame.stream == extra && matches!(frame.kind, HEADERS | RST_STREAM));
-    Ok(match on_extra {
+    match on_extra {
         Some((_, frame)) if frame.reset_code() == Some(0x7) => Finding::pass(
             check,
             measured("RST_STREAM REFUSED_STREAM".into()),
@@ -382,7 +393,7 @@ pub async fn streams(patient: &Patient) -> Result<Finding> {
             )
         }
         None => {
-            let what = match what_happened(&frames, end) {
+            let what = match what_happened(frames, end) {
                 Some((_, what)) => what,
                 None => "neither answered nor refused within 2.00 s".to_string(),
             };
@@ -394,7 +405,7 @@ pub async fn streams(patient: &Patient) -> Result<Finding> {
                  retry on",
             )
         }
-    })
+    }
 }
 
 pub async fn cancel(patient: &Patient) -> Result<Finding> {
