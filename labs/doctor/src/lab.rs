@@ -113,8 +113,7 @@ impl Subject {
     }
 }
 
-/// The Node server: Node's defaults, the same routes as the Rust services.
-pub const NODE_SERVER: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/node/server.js");
+pub use crate::services::NODE_SERVER;
 
 /// One finding as a record.
 #[derive(Debug, Serialize)]
@@ -226,10 +225,18 @@ impl ComparisonRow {
 }
 
 async fn run(config: &Config, out: &mut Output) -> Result<()> {
-    // Beside the servers: it waits on nginx's timer, not on the CPU.
-    let (comparison, servers) = tokio::join!(compare::run(), servers(config, out));
+    // Beside the servers: they wait on nginx's timer and on the servers in
+    // the wild's idle connections, not on the CPU.
+    let (comparison, servers, wild) = tokio::join!(
+        compare::run(),
+        servers(config, out),
+        crate::wild::run(config.node_window_s, config.grace_s)
+    );
     servers?;
     out.write_summary("slowhttptest", &ComparisonRow::from(comparison).await)?;
+    for (series, row) in wild? {
+        out.write_summary(&series, &row)?;
+    }
     Ok(())
 }
 

@@ -23,6 +23,7 @@ pub mod report;
 pub mod services;
 pub mod tls;
 pub mod tool;
+pub mod wild;
 
 pub use crate::{
     finding::{Check, Finding, Grade},

@@ -73,6 +73,9 @@ pub const HARD_DEADLINE: Duration = Duration::from_secs(3);
 /// The hardened service lets this many wait for a slot, then sheds.
 pub const QUEUE_LIMIT: usize = 4;
 
+/// The Node server: Node's defaults, the same routes as the Rust services.
+pub const NODE_SERVER: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/node/server.js");
+
 /// The routes the doctor is pointed at, for the lab and the tests.
 pub const PATHS: [(&str, &str); 5] = [
     ("--body-path", "/upload"),

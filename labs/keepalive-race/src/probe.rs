@@ -142,9 +142,9 @@ pub fn verdict(config: &IdleProbeConfig, report: &IdleProbeReport) -> String {
     let target = config.target;
     if report.connection_close {
         return format!(
-            "{target}: answered {} with Connection: close; it does not keep connections alive, \
-             so a balancer cannot reuse them and there is no idle race (but every request pays \
-             a new connection)",
+            "{target}: answered {} without keep-alive (Connection: close, or HTTP/1.0); it does \
+             not keep connections alive, so a balancer cannot reuse them and there is no idle \
+             race (but every request pays a new connection)",
             report.status
         );
     }

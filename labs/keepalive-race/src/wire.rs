@@ -237,29 +237,34 @@ impl Wire {
 
     /// Reads a complete response to a request with method `method`.
     pub async fn read_response(&mut self, method: &str) -> Result<Response, WireError> {
-        let (status, headers) = loop {
+        let (status, http10, headers) = loop {
             let head = self.read_head("a response head", |buffer| {
                 let mut header_slots = [httparse::EMPTY_HEADER; 64];
                 let mut parsed = httparse::Response::new(&mut header_slots);
                 let complete = parsed.parse(buffer)?;
                 let status = parsed.code.unwrap_or(0);
-                Ok(complete
-                    .is_complete()
-                    .then(|| (complete.unwrap(), (status, owned_headers(parsed.headers)))))
+                let http10 = parsed.version == Some(0);
+                Ok(complete.is_complete().then(|| {
+                    let head = (status, http10, owned_headers(parsed.headers));
+                    (complete.unwrap(), head)
+                }))
             });
-            let Some((status, headers)) = head.await? else {
+            let Some((status, http10, headers)) = head.await? else {
                 return Err(self.closed_early());
             };
             // 1xx interim responses carry no body; skip to the final one.
             if !(100..200).contains(&status) || status == 101 {
-                break (status, headers);
+                break (status, http10, headers);
             }
         };
         let no_body = method.eq_ignore_ascii_case("HEAD")
             || status == 204
             || status == 304
             || (100..200).contains(&status);
-        let mut close = has_token(&headers, "connection", "close");
+        // An HTTP/1.0 answer keeps the connection only when it says
+        // `Connection: keep-alive` (RFC 9112, section 9.3).
+        let mut close = has_token(&headers, "connection", "close")
+            || (http10 && !has_token(&headers, "connection", "keep-alive"));
         let body = if no_body {
             Vec::new()
         } else if has_token(&headers, "transfer-encoding", "chunked") {

@@ -29,13 +29,14 @@ pub fn find(program: &str) -> Option<PathBuf> {
         .find(|path| path.is_file())
 }
 
-/// The first version number (`1.22.1`, `v20.20.2` read as `20.20.2`) in a
-/// program's banner: `nginx version: nginx/1.22.1`, `node --version`,
-/// slowhttptest's usage line.
+/// The first version number (`1.22.1`, `v20.20.2` read as `20.20.2`,
+/// `2.6.12-1+deb12u4` as `2.6.12`) in a program's banner: `nginx version:
+/// nginx/1.22.1`, `node --version`, slowhttptest's usage line, HAProxy's.
 pub fn version_in(banner: &str) -> Option<String> {
     banner
         .split(|c: char| c.is_whitespace() || c == '/' || c == ',')
         .map(|word| word.strip_prefix('v').unwrap_or(word))
+        .map(|word| word.split(['-', '+']).next().unwrap_or(word))
         .find(|word| {
             let parts: Vec<&str> = word.split('.').collect();
             parts.len() >= 2
@@ -223,6 +224,11 @@ mod tests {
         assert_eq!(
             version_in("slowhttptest, a tool to test for slow HTTP DoS vulnerabilities - version 1.8.2\nUsage: slowhttptest [options ...]").as_deref(),
             Some("1.8.2")
+        );
+        assert_eq!(
+            version_in("HAProxy version 2.6.12-1+deb12u4 2026/10/17 - https://haproxy.org/")
+                .as_deref(),
+            Some("2.6.12")
         );
         assert_eq!(version_in("no number here, 12 or v.1"), None);
     }

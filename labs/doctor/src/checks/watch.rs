@@ -32,7 +32,10 @@ pub async fn idle_keepalive(patient: &Patient) -> Result<Finding> {
     if report.connection_close {
         return Ok(Finding::warn(
             check,
-            format!("answered {} with Connection: close", report.status),
+            format!(
+                "answered {} without keep-alive (Connection: close, or HTTP/1.0)",
+                report.status
+            ),
             None,
             "no keep-alive at all: no idle race, but every request behind a balancer pays a new \
              connection",

@@ -40,3 +40,25 @@ async fn reads_chunked_and_length_framed_responses_back_to_back() {
         Err(WireError::Closed { partial: 0 })
     ));
 }
+
+/// An HTTP/1.0 answer keeps its connection only with `Connection:
+/// keep-alive` (Python's `http.server` answers HTTP/1.0 without it).
+#[tokio::test]
+async fn an_http10_answer_closes_unless_it_says_keep_alive() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(async move {
+        let (mut socket, _) = listener.accept().await.unwrap();
+        socket
+            .write_all(
+                b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\nConnection: keep-alive\r\n\r\nok\
+                  HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok",
+            )
+            .await
+            .unwrap();
+    });
+    let mut wire = Wire::connect(addr, Duration::from_secs(2)).await.unwrap();
+    assert!(!wire.read_response("GET").await.unwrap().close);
+    assert!(wire.read_response("GET").await.unwrap().close);
+    server.await.unwrap();
+}
