@@ -73,6 +73,14 @@ pub struct Options {
     pub h2c: bool,
 }
 
+impl Options {
+    /// Only HTTP/2 checks were asked for: the first answer goes over
+    /// HTTP/2, so a server that speaks nothing else can be probed.
+    pub fn http2_only(&self) -> bool {
+        self.checks.iter().all(|check| check.is_http2())
+    }
+}
+
 impl Paths {
     /// The path `check` requests: its own flag's, `--path` where that flag
     /// defaults to it, or the finding that skips the check when the route it

@@ -131,6 +131,7 @@ impl Progress for Quiet {
 /// shutdown `grace_s` (the lab's real-time window and grace); their rows,
 /// in [`SERVERS`]' order, as (series, row).
 pub async fn run(window_s: f64, grace_s: f64) -> Result<Vec<(String, impl Serialize)>> {
+    // Kept until every probe has ended: the servers serve files from it.
     let dir = tempfile::tempdir().context("a folder for the servers' files")?;
     let www = dir.path().join("www");
     std::fs::create_dir_all(&www).context("creating www")?;
@@ -138,124 +139,119 @@ pub async fn run(window_s: f64, grace_s: f64) -> Result<Vec<(String, impl Serial
     std::fs::write(www.join("big"), vec![b'x'; 256 * 1024]).context("writing big")?;
     let mut probing = tokio::task::JoinSet::new();
     for (index, server) in SERVERS.iter().enumerate() {
-        let started = match prepare(server, (window_s, grace_s), dir.path()) {
-            Ok(Some(options)) => options,
-            Ok(None) => continue,
-            Err(error) => {
-                eprintln!("doctor: servers in the wild: {}: {error:#}", server.name);
-                continue;
-            }
-        };
-        probing.spawn(async move {
-            let findings = checks::run(&started, &Quiet, checks::Turn::alone()).await;
-            (index, findings.map(|ran| ran.findings))
-        });
-    }
-    let mut found: Vec<_> = probing.join_all().await;
-    found.sort_by_key(|(index, _)| *index);
-    let mut rows = Vec::new();
-    for (index, server) in SERVERS.iter().enumerate() {
-        let name = match server.program {
-            "" => "hardened (the book's, real clock)".to_string(),
-            program => match find(program) {
-                Some(_) => format!(
-                    "{} {}",
-                    server.name,
-                    version_of(program, server.version).await
-                ),
+        // The program each server needs, found once: absent, it is a row
+        // that says so (the hardened service is this binary).
+        let program = match server.program {
+            "" => None,
+            name => match find(name) {
+                Some(path) => Some(path.display().to_string()),
                 None => {
-                    rows.push(Row::not_run(
-                        server.name.into(),
-                        &format!("{program} is not installed"),
-                    ));
+                    eprintln!("doctor: servers in the wild: {name} is not installed");
+                    let why = format!("{name} is not installed");
+                    probing.spawn(async move { (index, Row::not_run(server.name.into(), &why)) });
                     continue;
                 }
             },
         };
-        let row = match found.iter().find(|(at, _)| *at == index) {
-            Some((_, Ok(findings))) => Row::from(name, findings),
-            Some((_, Err(error))) => Row::not_run(name, &format!("{error:#}")),
-            None => Row::not_run(name, "it could not be started"),
-        };
-        rows.push(row);
+        let options = options_for(server, program, (window_s, grace_s), dir.path());
+        probing.spawn(async move {
+            let name = match server.program {
+                "" => "hardened (the book's, real clock)".to_string(),
+                program => format!(
+                    "{} {}",
+                    server.name,
+                    version_of(program, server.version).await
+                ),
+            };
+            let found = match options {
+                Ok(options) => checks::run(&options, &Quiet, checks::Turn::alone()).await,
+                Err(error) => Err(error),
+            };
+            let row = match found {
+                Ok(ran) => Row::from(name, &ran.findings),
+                Err(error) => Row::not_run(name, &format!("{error:#}")),
+            };
+            (index, row)
+        });
     }
+    let mut rows: Vec<(usize, Row)> = probing.join_all().await;
+    rows.sort_by_key(|(index, _)| *index);
     drop(dir);
-    Ok(SERVERS
-        .iter()
-        .zip(rows)
-        .map(|(server, row)| (format!("wild/{}", server.name), row))
+    Ok(rows
+        .into_iter()
+        .map(|(index, row)| (format!("wild/{}", SERVERS[index].name), row))
         .collect())
 }
 
-/// The doctor's options for `server` on a port of its own, its files in
-/// `dir`; `None`, after one line, where its program is not installed.
-fn prepare(
-    server: &Server,
-    (window_s, grace_s): (f64, f64),
-    dir: &Path,
-) -> Result<Option<Options>> {
-    let port = lab_kit::net::free_loopback_port()?;
+/// The command that starts `server` on `port`, its files in `dir`:
+/// `program` is where its program is, `None` for the hardened service
+/// (this binary's `serve hardened`).
+fn command(server: &Server, program: Option<String>, port: u16, dir: &Path) -> Result<Vec<String>> {
     let www = dir.join("www");
-    let command: Vec<String> = match server.name {
-        "nginx" | "python" | "haproxy" | "node" => {
-            let Some(program) = find(server.program) else {
-                eprintln!(
-                    "doctor: servers in the wild: {} is not installed",
-                    server.program
-                );
-                return Ok(None);
-            };
-            let program = program.display().to_string();
-            match server.name {
-                "nginx" => {
-                    let block = format!(
-                        "server {{\n  listen 127.0.0.1:{port};\n  root {};\n}}\n",
-                        www.display()
-                    );
-                    let conf = dir.join("nginx.conf");
-                    std::fs::write(&conf, nginx_config(dir, &block))?;
-                    let (conf, prefix) = (conf.display().to_string(), dir.display().to_string());
-                    vec![program, "-c".into(), conf, "-p".into(), prefix]
-                }
-                "python" => vec![
-                    program,
-                    "-m".into(),
-                    "http.server".into(),
-                    port.to_string(),
-                    "--bind".into(),
-                    "127.0.0.1".into(),
-                    "--directory".into(),
-                    www.display().to_string(),
-                ],
-                "haproxy" => {
-                    let conf = dir.join("haproxy.cfg");
-                    let text = format!(
-                        "defaults\n  mode http\nfrontend doctor\n  bind 127.0.0.1:{port}\n  \
-                         http-request return status 200 content-type text/plain string \"ok\"\n"
-                    );
-                    std::fs::write(&conf, text)?;
-                    vec![
-                        program,
-                        "-f".into(),
-                        conf.display().to_string(),
-                        "-db".into(),
-                    ]
-                }
-                _ => vec![program, NODE_SERVER.into(), port.to_string()],
-            }
+    let Some(program) = program else {
+        let exe = std::env::current_exe().context("finding the lab's own binary")?;
+        let exe = exe.display().to_string();
+        return Ok(vec![
+            exe,
+            "serve".into(),
+            "hardened".into(),
+            "--port".into(),
+            port.to_string(),
+        ]);
+    };
+    Ok(match server.name {
+        "nginx" => {
+            let block = format!(
+                "server {{\n  listen 127.0.0.1:{port};\n  root {};\n}}\n",
+                www.display()
+            );
+            let conf = dir.join("nginx.conf");
+            std::fs::write(&conf, nginx_config(dir, &block))?;
+            let (conf, prefix) = (conf.display().to_string(), dir.display().to_string());
+            vec![program, "-c".into(), conf, "-p".into(), prefix]
         }
-        _ => {
-            let exe = std::env::current_exe().context("finding the lab's own binary")?;
-            let exe = exe.display().to_string();
+        "python" => {
+            let www = www.display().to_string();
+            let words = [
+                "-m",
+                "http.server",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+            ];
+            let mut command = vec![program];
+            command.extend(words.map(String::from));
+            command.extend(["--directory".into(), www]);
+            command
+        }
+        "haproxy" => {
+            let conf = dir.join("haproxy.cfg");
+            let text = format!(
+                "defaults\n  mode http\nfrontend doctor\n  bind 127.0.0.1:{port}\n  \
+                 http-request return status 200 content-type text/plain string \"ok\"\n"
+            );
+            std::fs::write(&conf, text)?;
             vec![
-                exe,
-                "serve".into(),
-                "hardened".into(),
-                "--port".into(),
-                port.to_string(),
+                program,
+                "-f".into(),
+                conf.display().to_string(),
+                "-db".into(),
             ]
         }
-    };
+        _ => vec![program, NODE_SERVER.into(), port.to_string()],
+    })
+}
+
+/// The doctor's options for `server` on a port of its own, its files in
+/// `dir`.
+fn options_for(
+    server: &Server,
+    program: Option<String>,
+    (window_s, grace_s): (f64, f64),
+    dir: &Path,
+) -> Result<Options> {
+    let port = lab_kit::net::free_loopback_port()?;
+    let command = command(server, program, port, dir)?;
     let window = format!("{}ms", (window_s * 1000.0) as u64);
     let mut args = vec![
         "--port".to_string(),
@@ -279,5 +275,5 @@ fn prepare(
     args.extend(checks.map(|check| check.name().to_string()));
     args.push("--".into());
     args.extend(command);
-    Ok(Some(crate::options::parse(&args)?))
+    crate::options::parse(&args)
 }

@@ -98,14 +98,8 @@ impl Fetcher {
                             FetchError::Other
                         }
                     })?;
-                let status = response.status().as_u16();
-                let retry_after = header(response.headers(), "retry-after");
-                let body_complete = !read || response.bytes().await.is_ok();
-                Ok(Fetched {
-                    status,
-                    retry_after,
-                    body_complete,
-                })
+                let fetched = Fetched::head(response.status(), response.headers());
+                Ok(fetched.body(!read || response.bytes().await.is_ok()))
             }
             Fetcher::Tls(client) => {
                 let uri: Uri = url.parse().map_err(|_| FetchError::Other)?;
@@ -117,14 +111,8 @@ impl Fetcher {
                             FetchError::Other
                         }
                     })?;
-                    let status = response.status().as_u16();
-                    let retry_after = header(response.headers(), "retry-after");
-                    let body_complete = !read || response.into_body().collect().await.is_ok();
-                    Ok(Fetched {
-                        status,
-                        retry_after,
-                        body_complete,
-                    })
+                    let fetched = Fetched::head(response.status(), response.headers());
+                    Ok(fetched.body(!read || response.into_body().collect().await.is_ok()))
                 };
                 tokio::time::timeout(timeout, work)
                     .await
@@ -134,10 +122,27 @@ impl Fetcher {
     }
 }
 
-fn header(headers: &hyper::HeaderMap, name: &str) -> Option<String> {
-    headers
-        .get(name)
-        .map(|value| String::from_utf8_lossy(value.as_bytes()).into_owned())
+impl Fetched {
+    /// An answer's status and `Retry-After` (reqwest's and hyper's heads
+    /// are the same `http` types), before its body is read.
+    fn head(status: hyper::StatusCode, headers: &hyper::HeaderMap) -> Fetched {
+        let retry_after = headers
+            .get(hyper::header::RETRY_AFTER)
+            .map(|value| String::from_utf8_lossy(value.as_bytes()).into_owned());
+        Fetched {
+            status: status.as_u16(),
+            retry_after,
+            body_complete: false,
+        }
+    }
+
+    /// With whether its body came whole.
+    fn body(self, body_complete: bool) -> Fetched {
+        Fetched {
+            body_complete,
+            ..self
+        }
+    }
 }
 
 /// hyper-util's connector for [`Fetcher::tls`]: every connection to one

@@ -131,9 +131,10 @@ pub async fn run(options: &Options, progress: &dyn Progress, turn: Turn) -> Resu
     let mut running = JoinSet::new();
     // The HTTP/2 checks skip, all with one reason, where HTTP/2 cannot be
     // spoken; otherwise they watch beside the others.
+    // With only HTTP/2 checks, the first answer came over HTTP/2 already.
     let h2_skip = match options.checks.iter().any(|check| check.is_http2()) {
-        true => h2::unavailable(&patient).await,
-        false => None,
+        true if !options.http2_only() => h2::unavailable(&patient).await,
+        _ => None,
     };
     for check in Check::HTTP2.into_iter().filter(|check| wanted(*check)) {
         if let Some(why) = &h2_skip {
@@ -230,7 +231,7 @@ async fn connect(options: &Options) -> Result<(Patient, Option<ChildGuard>, Stri
         h2,
     };
     // A server asked for HTTP/2 alone answers its first request in HTTP/2.
-    let transport = if options.checks.iter().all(|check| check.is_http2()) {
+    let transport = if options.http2_only() {
         h2::first_answer(&patient).await?
     } else {
         first_answer(&patient).await?.1

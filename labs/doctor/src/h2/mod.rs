@@ -99,22 +99,17 @@ pub(crate) fn what_happened(
         (at, how)
     });
     match (goaway, ended) {
-        (Some((at, last, code)), Some((_, how))) => Some((
-            at,
-            format!(
-                "GOAWAY {} (last stream {last}) after {}, then {how}",
-                wire::error_name(code),
-                seconds(at)
-            ),
-        )),
-        (Some((at, last, code)), None) => Some((
-            at,
-            format!(
-                "GOAWAY {} (last stream {last}) after {}",
-                wire::error_name(code),
-                seconds(at)
-            ),
-        )),
+        (Some((at, last, code)), ended) => {
+            let then = ended.map_or(String::new(), |(_, how)| format!(", then {how}"));
+            let name = wire::error_name(code);
+            Some((
+                at,
+                format!(
+                    "GOAWAY {name} (last stream {last}) after {}{then}",
+                    seconds(at)
+                ),
+            ))
+        }
         (None, Some((at, how))) => Some((at, format!("{how} after {}", seconds(at)))),
         (None, None) => None,
     }
