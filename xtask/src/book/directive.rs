@@ -143,8 +143,11 @@ pub(crate) struct DataDirective<'a> {
     /// `args` `<slug> <series> <field>` for a value.
     pub(crate) directive: Directive<'a>,
     /// The lab it reads: the slug before the `/` of a chart, the first word
-    /// of a table, a value or a claim.
+    /// of a table, a value or a claim (`doctor` in `doctor@full`).
     pub(crate) lab: &'a str,
+    /// It reads the lab's committed full run (`<slug>@full`), not the run
+    /// the book is built from.
+    pub(crate) full: bool,
 }
 
 /// The data directives of a page, as the book's preprocessor reads them
@@ -160,7 +163,15 @@ pub(crate) fn data_directives(text: &str) -> Vec<DataDirective<'_>> {
                 "table" | "value" | "claim" => target,
                 _ => return None,
             };
-            Some(DataDirective { directive, lab })
+            let (lab, full) = match lab.strip_suffix(super::FULL_SUFFIX) {
+                Some(lab) => (lab, true),
+                None => (lab, false),
+            };
+            Some(DataDirective {
+                directive,
+                lab,
+                full,
+            })
         })
         .collect()
 }

@@ -275,6 +275,7 @@ mod tests {
             book_dir: PathBuf::from("book"),
             specs: HashMap::from([("demo".to_string(), Vec::new())]),
             runs: HashMap::from([("demo".to_string(), RunData::parse(RUN).unwrap())]),
+            full_runs: HashMap::new(),
             widgets: Vec::new(),
             comparisons: Vec::new(),
             enforce_claims: true,
@@ -331,6 +332,44 @@ mod tests {
         assert!(escaped.contains(">x&lt;y</span>"), "{escaped}");
         let literal = expand("\\{{#value demo a/b n}}", "", &lab_data()).unwrap();
         assert_eq!(literal, "{{#value demo a/b n}}");
+    }
+
+    #[test]
+    fn a_full_run_is_read_as_slug_at_full_and_links_its_own_file() {
+        let mut data = lab_data();
+        let missing = format!(
+            "{:#}",
+            expand("{{#value demo@full a/b n}}", "", &data).unwrap_err()
+        );
+        assert!(
+            missing.contains("no full run of lab \"demo\" in book/data/full")
+                && missing.contains("cargo xtask lab demo --full --out book/data/full"),
+            "{missing}"
+        );
+        let full = RUN.replace("\"n\":77", "\"n\":78");
+        data.full_runs
+            .insert("demo".into(), RunData::parse(&full).unwrap());
+        let value = expand("{{#value demo@full a/b n}}", "", &data).unwrap();
+        assert!(value.contains(">78</span>"), "{value}");
+        assert!(
+            value.contains("title=\"book/data/full/demo.jsonl: a/b / n\""),
+            "{value}"
+        );
+        let table = expand("{{#table demo@full summary n a/b}}", "../", &data).unwrap();
+        assert!(table.contains("| a/b | 78 |"), "{table}");
+        assert!(table.contains("Lab <code>demo</code>"), "{table}");
+        assert!(
+            table.contains("href=\"../lab-data/full/demo.jsonl\""),
+            "{table}"
+        );
+        // The quick run is still the one `demo` names.
+        let quick = expand("{{#value demo a/b n}}", "", &data).unwrap();
+        assert!(quick.contains(">77</span>"), "{quick}");
+        let unknown = format!(
+            "{:#}",
+            expand("{{#value nolab@full a/b n}}", "", &data).unwrap_err()
+        );
+        assert!(unknown.contains("no lab named \"nolab\""), "{unknown}");
     }
 
     #[test]

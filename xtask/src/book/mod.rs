@@ -12,6 +12,9 @@
 //!   sentence that compares measured values, checked against the run (see
 //!   `claims`): false on the reference runs, the book does not build; false on
 //!   a reader's run, the page says so beside the sentence;
+//! - in `{{#table}}`, `{{#value}}` and `{{#claim}}`, `<slug>@full` names the
+//!   full-mode run the book keeps in `book/data/full/<slug>.jsonl`, for what
+//!   a quick run's window cannot show (the servers' minute-long defaults);
 //! - `{{#fact <id>}}`: a small marker after a statement about a library's or a
 //!   platform's default, linking to its entry in the "How we know" appendix;
 //!   `{{#facts}}`: that appendix, every entry of `book/facts.toml` with its
@@ -69,6 +72,10 @@ pub struct LabData {
     book_dir: PathBuf,
     specs: HashMap<String, Vec<ChartSpec>>,
     runs: HashMap<String, RunData>,
+    /// The committed full-mode runs (`book/data/full/<slug>.jsonl`), read
+    /// as `<slug>@full`: for what a quick run's window cannot show. Always
+    /// the reference's, whoever's runs the rest of the book shows.
+    full_runs: HashMap<String, RunData>,
     widgets: Vec<String>,
     /// A workshop's comparison charts, when the book is built from several
     /// machines' runs; `{{#compare}}` shows them.
@@ -93,11 +100,15 @@ impl LabData {
     pub fn load(project: &Project, data_dir: &Path) -> Result<LabData> {
         let mut specs = HashMap::new();
         let mut runs = HashMap::new();
+        let mut full_runs = HashMap::new();
+        let full_dir = project.reference_data().join(FULL_DIR);
         for lab in project.labs()? {
             specs.insert(lab.slug.clone(), charts::load_specs(&lab)?);
-            let path = data_dir.join(format!("{}.jsonl", lab.slug));
-            if path.exists() {
-                runs.insert(lab.slug.clone(), RunData::load(&path)?);
+            for (dir, found) in [(data_dir, &mut runs), (&full_dir, &mut full_runs)] {
+                let path = dir.join(format!("{}.jsonl", lab.slug));
+                if path.exists() {
+                    found.insert(lab.slug.clone(), RunData::load(&path)?);
+                }
             }
         }
         let widgets = widgets::discover(project)?
@@ -112,6 +123,7 @@ impl LabData {
             book_dir,
             specs,
             runs,
+            full_runs,
             widgets,
             comparisons: Vec::new(),
             enforce_claims: data_dir == project.reference_data(),
@@ -121,13 +133,36 @@ impl LabData {
         })
     }
 
+    /// The run a directive names: `<slug>` (the run the book is built
+    /// from) or `<slug>@full` (the committed full run).
     fn run(&self, slug: &str) -> Result<&RunData> {
-        if !self.specs.contains_key(slug) {
-            bail!("no lab named {slug:?}");
+        let (lab, runs, dir) = match slug.strip_suffix(FULL_SUFFIX) {
+            Some(lab) => (lab, &self.full_runs, format!("book/data/{FULL_DIR}")),
+            None => (slug, &self.runs, self.data_dir.display().to_string()),
+        };
+        if !self.specs.contains_key(lab) {
+            bail!("no lab named {lab:?}");
         }
-        self.runs
-            .get(slug)
-            .ok_or_else(|| anyhow!("no data for lab {slug:?} in {}", self.data_dir.display()))
+        runs.get(lab).ok_or_else(|| match slug.ends_with(FULL_SUFFIX) {
+            true => anyhow!(
+                "no full run of lab {lab:?} in {dir} (make it with `cargo xtask lab {lab} --full --out {dir}`)"
+            ),
+            false => anyhow!("no data for lab {lab:?} in {dir}"),
+        })
+    }
+}
+
+/// Where the committed full runs are, under book/data, and how a directive
+/// names one (`doctor@full`).
+const FULL_DIR: &str = "full";
+pub(crate) const FULL_SUFFIX: &str = "@full";
+
+/// The data file of a directive's run, as the built book links it
+/// (`lab-data/<file>`): `doctor@full` is `full/doctor.jsonl`.
+pub(crate) fn data_file(slug: &str) -> String {
+    match slug.strip_suffix(FULL_SUFFIX) {
+        Some(lab) => format!("{FULL_DIR}/{lab}.jsonl"),
+        None => format!("{slug}.jsonl"),
     }
 }
 
@@ -222,9 +257,17 @@ fn render(
         fs::copy(data_dir.join(&name), data_out.join(&name))
             .with_context(|| format!("copying {name}"))?;
     }
+    if !lab_data.full_runs.is_empty() {
+        fs::create_dir_all(data_out.join(FULL_DIR))?;
+    }
+    for slug in lab_data.full_runs.keys() {
+        let name = data_file(&format!("{slug}{FULL_SUFFIX}"));
+        fs::copy(project.reference_data().join(&name), data_out.join(&name))
+            .with_context(|| format!("copying {name}"))?;
+    }
     eprintln!(
         "    {written} chart files, {} data files",
-        lab_data.runs.len()
+        lab_data.runs.len() + lab_data.full_runs.len()
     );
     Ok(BuiltBook {
         index: out.join("index.html"),

@@ -60,9 +60,11 @@ pub(super) fn data_table(
         run.caption_for(clock)
     };
     table.push_str(&format!(
-        "\n<p class=\"table-caption\">Lab <code>{slug}</code>, {}. \
-         <a href=\"{to_root}lab-data/{slug}.jsonl\">Data</a>.</p>\n</div>\n",
-        html_escape(&caption)
+        "\n<p class=\"table-caption\">Lab <code>{}</code>, {}. \
+         <a href=\"{to_root}lab-data/{}\">Data</a>.</p>\n</div>\n",
+        slug.split('@').next().unwrap_or(slug),
+        html_escape(&caption),
+        super::data_file(slug)
     ));
     Ok(table)
 }

@@ -42,7 +42,8 @@ pub(super) fn data_value(
 ) -> Result<String> {
     let value = summary_field(slug, series, field, lab_data)?;
     Ok(format!(
-        "<span class=\"lab-value\" title=\"book/data/{slug}.jsonl: {} / {}\">{}</span>",
+        "<span class=\"lab-value\" title=\"book/data/{}: {} / {}\">{}</span>",
+        super::data_file(slug),
         html_escape(series),
         html_escape(field),
         html_escape(&value.display())

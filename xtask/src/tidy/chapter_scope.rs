@@ -46,6 +46,10 @@ mod tests {
     fn a_chapter_shows_only_its_own_labs_data() {
         let own = "{{#chart demo/a}}\n{{#table demo summary n}} and {{#value demo s n}}\n";
         assert_eq!(problems("demo.md", own), Vec::<String>::new());
+        // Its own lab's full run is its own lab's.
+        let full = "{{#table demo@full summary n}} {{#claim demo@full s:n > 1 | {left}}}";
+        assert_eq!(problems("demo.md", full), Vec::<String>::new());
+        assert_eq!(problems("other.md", full).len(), 2);
         let borrowed = format!("{own}text\n{{{{#value other s n}}}}\n{{{{#chart other/b}}}}\n");
         let found = problems("demo.md", &borrowed);
         assert_eq!(found.len(), 2, "{found:?}");
