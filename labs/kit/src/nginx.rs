@@ -31,10 +31,11 @@ pub fn find(program: &str) -> Option<PathBuf> {
 
 /// The first version number (`1.22.1`, `v20.20.2` read as `20.20.2`,
 /// `2.6.12-1+deb12u4` as `2.6.12`) in a program's banner: `nginx version:
-/// nginx/1.22.1`, `node --version`, slowhttptest's usage line, HAProxy's.
+/// nginx/1.22.1`, `node --version`, slowhttptest's usage line, HAProxy's,
+/// Apache's, gunicorn's `(version 20.1.0)`.
 pub fn version_in(banner: &str) -> Option<String> {
     banner
-        .split(|c: char| c.is_whitespace() || c == '/' || c == ',')
+        .split(|c: char| c.is_whitespace() || "/,()".contains(c))
         .map(|word| word.strip_prefix('v').unwrap_or(word))
         .map(|word| word.split(['-', '+']).next().unwrap_or(word))
         .find(|word| {
@@ -229,6 +230,17 @@ mod tests {
             version_in("HAProxy version 2.6.12-1+deb12u4 2026/10/17 - https://haproxy.org/")
                 .as_deref(),
             Some("2.6.12")
+        );
+        assert_eq!(
+            version_in("gunicorn (version 20.1.0)\n").as_deref(),
+            Some("20.1.0")
+        );
+        assert_eq!(
+            version_in(
+                "Server version: Apache/2.4.71 (Debian)\nServer built:   2026-11-12T08:58:41"
+            )
+            .as_deref(),
+            Some("2.4.71")
         );
         assert_eq!(version_in("no number here, 12 or v.1"), None);
     }

@@ -203,7 +203,7 @@ fn verdict(report: &ShutdownProbeReport, config: Asked<'_>) -> String {
         )
     } else if report.exit_code == 128 + libc::SIGTERM as i64 {
         format!(
-            "died of SIGTERM itself after {:.0} ms: no handler, so no drain",
+            "ended by SIGTERM itself after {:.0} ms: with no handler that is the signal's default action and nothing drains; a handler that drains first and then raises the signal again (uvicorn's does) ends the same way, so count the requests in flight above",
             report.time_to_exit_ms
         )
     } else {

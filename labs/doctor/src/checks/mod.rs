@@ -119,6 +119,14 @@ pub trait Progress: Send + Sync {
     fn handed_on(&self, _waited: Duration) {}
 }
 
+/// Returns once nothing accepts connections on `addr`, or after `limit`.
+async fn until_closed(addr: SocketAddr, limit: Duration) {
+    let started = std::time::Instant::now();
+    while started.elapsed() < limit && tokio::net::TcpStream::connect(addr).await.is_ok() {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 /// Runs the chosen checks. `Err` means the doctor could not probe at all.
 /// `turn` is this server's place among servers probed at once (the lab);
 /// the `doctor` command probes one, `Turn::alone()`.
@@ -172,6 +180,9 @@ pub async fn run(options: &Options, progress: &dyn Progress, turn: Turn) -> Resu
     // The shutdown check starts the command again itself.
     if let Some(mut child) = child.take() {
         child.kill_group()?;
+        // A server's own children (Apache's, gunicorn's workers) die a
+        // moment after the group's SIGKILL, and may hold the port until then.
+        until_closed(patient.addr, Duration::from_secs(2)).await;
         if wanted(Check::Shutdown) {
             let limit = bound(Check::Shutdown, options);
             let work = Box::pin(async { shutdown::shutdown(&patient).await });

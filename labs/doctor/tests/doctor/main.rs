@@ -10,3 +10,4 @@ mod no_write_timeout;
 mod slowhttptest;
 mod tls;
 mod units;
+mod wild;

@@ -1,6 +1,7 @@
 //! Servers in the wild: the doctor against the servers this machine has,
 //! each with its timeouts at their defaults (nginx, Python's `http.server`,
-//! HAProxy, Node) and the book's hardened service on the real clock, each
+//! HAProxy, Apache httpd, Caddy, gunicorn, uvicorn, Node) and the book's
+//! hardened service on the real clock, each
 //! started by the doctor (`--port P -- COMMAND`) so that its shutdown is
 //! measured too. Only the checks that watch a connection and the shutdown:
 //! none of these has a heavy or a limited route. A server that is not
@@ -10,17 +11,18 @@
 //! defaults longer than that (nginx's 60 s and 75 s) read "still open" in a
 //! quick run, and the chapter says so.
 
-use std::{path::Path, time::Duration};
+mod command;
+
+use std::{os::unix::fs::PermissionsExt, path::Path, time::Duration};
 
 use anyhow::{Context, Result};
-use lab_kit::nginx::{find, nginx_config, version_of};
+use lab_kit::nginx::{find, version_of};
 use serde::Serialize;
 
 use crate::{
     checks::{self, Progress},
     finding::{Check, Finding, Grade},
     options::Options,
-    services::NODE_SERVER,
 };
 
 /// The checks each server gets: none needs a route the server lacks.
@@ -32,30 +34,34 @@ const CHECKS: [Check; 5] = [
     Check::Shutdown,
 ];
 
-/// A server of the table: its name, the program that must be installed,
-/// how to ask its version, whether it serves the 256 KiB `/big`, and
-/// whether it has a route that reads a body (`/upload`).
+/// A server of the table: its name, the programs that may start it (the
+/// first installed one does), how to ask its version, whether it serves the
+/// 256 KiB `/big`, and whether it has a route that reads a body (`/upload`).
 struct Server {
     name: &'static str,
-    program: &'static str,
+    programs: &'static [&'static str],
     version: &'static [&'static str],
     big: bool,
     upload: bool,
 }
 
 #[rustfmt::skip]
-const SERVERS: [Server; 5] = [
-    Server { name: "nginx", program: "nginx", version: &["-v"], big: true, upload: false },
-    Server { name: "python", program: "python3", version: &["--version"], big: true, upload: false },
-    Server { name: "haproxy", program: "haproxy", version: &["-v"], big: false, upload: false },
-    Server { name: "node", program: "node", version: &["--version"], big: true, upload: true },
-    Server { name: "hardened", program: "", version: &[], big: true, upload: true },
+const SERVERS: [Server; 9] = [
+    Server { name: "nginx", programs: &["nginx"], version: &["-v"], big: true, upload: false },
+    Server { name: "python", programs: &["python3"], version: &["--version"], big: true, upload: false },
+    Server { name: "haproxy", programs: &["haproxy"], version: &["-v"], big: false, upload: false },
+    Server { name: "apache", programs: &["apache2", "httpd"], version: &["-v"], big: true, upload: false },
+    Server { name: "caddy", programs: &["caddy"], version: &["version"], big: true, upload: false },
+    Server { name: "gunicorn", programs: &["gunicorn"], version: &["--version"], big: true, upload: true },
+    Server { name: "uvicorn", programs: &["uvicorn"], version: &["--version"], big: true, upload: true },
+    Server { name: "node", programs: &["node"], version: &["--version"], big: true, upload: true },
+    Server { name: "hardened", programs: &[], version: &[], big: true, upload: true },
 ];
 
 /// One row of the chapter's table: the server and version, a cell per
 /// check, and the number behind each (-1 where there is none).
 #[derive(Debug, Serialize)]
-struct Row {
+pub struct Row {
     server: String,
     idle_keepalive: String,
     slow_head: String,
@@ -130,37 +136,56 @@ impl Progress for Quiet {
 /// Probes every server at once, watching for `window_s` and giving each
 /// shutdown `grace_s` (the lab's real-time window and grace); their rows,
 /// in [`SERVERS`]' order, as (series, row).
-pub async fn run(window_s: f64, grace_s: f64) -> Result<Vec<(String, impl Serialize)>> {
+pub async fn run(window_s: f64, grace_s: f64) -> Result<Vec<(String, Row)>> {
+    let lab = std::env::current_exe().context("finding the lab's own binary")?;
+    run_finding(window_s, grace_s, find, &lab).await
+}
+
+/// [`run`], with `locate` saying where each program is (`find`: on the
+/// PATH or in /usr/sbin; a test passes one that finds nothing) and `lab`
+/// the lab's binary, whose `serve hardened` is the hardened service.
+pub async fn run_finding(
+    window_s: f64,
+    grace_s: f64,
+    locate: impl Fn(&str) -> Option<std::path::PathBuf>,
+    lab: &Path,
+) -> Result<Vec<(String, Row)>> {
     // Kept until every probe has ended: the servers serve files from it.
     let dir = tempfile::tempdir().context("a folder for the servers' files")?;
     let www = dir.path().join("www");
     std::fs::create_dir_all(&www).context("creating www")?;
+    // Readable by all: a server started as root (Apache) serves as nobody.
+    for readable in [dir.path(), &www] {
+        std::fs::set_permissions(readable, std::fs::Permissions::from_mode(0o755))
+            .with_context(|| format!("opening {} to its servers", readable.display()))?;
+    }
     std::fs::write(www.join("index.html"), "ok\n").context("writing index.html")?;
     std::fs::write(www.join("big"), vec![b'x'; 256 * 1024]).context("writing big")?;
     let mut probing = tokio::task::JoinSet::new();
     for (index, server) in SERVERS.iter().enumerate() {
         // The program each server needs, found once: absent, it is a row
-        // that says so (the hardened service is this binary).
-        let program = match server.program {
-            "" => None,
-            name => match find(name) {
-                Some(path) => Some(path.display().to_string()),
+        // that says so (the hardened service is the lab's binary).
+        let program = match server.programs {
+            [] => lab.display().to_string(),
+            names => match names.iter().find_map(|name| locate(name)) {
+                Some(path) => path.display().to_string(),
                 None => {
-                    eprintln!("doctor: servers in the wild: {name} is not installed");
-                    let why = format!("{name} is not installed");
+                    let why = format!("{} is not installed", names.join(" or "));
+                    eprintln!("doctor: servers in the wild: {why}");
                     probing.spawn(async move { (index, Row::not_run(server.name.into(), &why)) });
                     continue;
                 }
             },
         };
-        let options = options_for(server, program, (window_s, grace_s), dir.path());
+        let options = options_for(server, program.clone(), (window_s, grace_s), dir.path());
+        let log = log_of(dir.path(), server);
         probing.spawn(async move {
-            let name = match server.program {
-                "" => "hardened (the book's, real clock)".to_string(),
-                program => format!(
+            let name = match server.programs {
+                [] => "hardened (the book's, real clock)".to_string(),
+                _ => format!(
                     "{} {}",
                     server.name,
-                    version_of(program, server.version).await
+                    version_of(&program, server.version).await
                 ),
             };
             let found = match options {
@@ -169,7 +194,7 @@ pub async fn run(window_s: f64, grace_s: f64) -> Result<Vec<(String, impl Serial
             };
             let row = match found {
                 Ok(ran) => Row::from(name, &ran.findings),
-                Err(error) => Row::not_run(name, &format!("{error:#}")),
+                Err(error) => Row::not_run(name, &not_run_because(&error, &log)),
             };
             (index, row)
         });
@@ -183,75 +208,27 @@ pub async fn run(window_s: f64, grace_s: f64) -> Result<Vec<(String, impl Serial
         .collect())
 }
 
-/// The command that starts `server` on `port`, its files in `dir`:
-/// `program` is where its program is, `None` for the hardened service
-/// (this binary's `serve hardened`).
-fn command(server: &Server, program: Option<String>, port: u16, dir: &Path) -> Result<Vec<String>> {
-    let www = dir.join("www");
-    let Some(program) = program else {
-        let exe = std::env::current_exe().context("finding the lab's own binary")?;
-        let exe = exe.display().to_string();
-        return Ok(vec![
-            exe,
-            "serve".into(),
-            "hardened".into(),
-            "--port".into(),
-            port.to_string(),
-        ]);
-    };
-    Ok(match server.name {
-        "nginx" => {
-            let block = format!(
-                "server {{\n  listen 127.0.0.1:{port};\n  root {};\n}}\n",
-                www.display()
-            );
-            let conf = dir.join("nginx.conf");
-            std::fs::write(&conf, nginx_config(dir, &block))?;
-            let (conf, prefix) = (conf.display().to_string(), dir.display().to_string());
-            vec![program, "-c".into(), conf, "-p".into(), prefix]
-        }
-        "python" => {
-            let www = www.display().to_string();
-            let words = [
-                "-m",
-                "http.server",
-                &port.to_string(),
-                "--bind",
-                "127.0.0.1",
-            ];
-            let mut command = vec![program];
-            command.extend(words.map(String::from));
-            command.extend(["--directory".into(), www]);
-            command
-        }
-        "haproxy" => {
-            let conf = dir.join("haproxy.cfg");
-            let text = format!(
-                "defaults\n  mode http\nfrontend doctor\n  bind 127.0.0.1:{port}\n  \
-                 http-request return status 200 content-type text/plain string \"ok\"\n"
-            );
-            std::fs::write(&conf, text)?;
-            vec![
-                program,
-                "-f".into(),
-                conf.display().to_string(),
-                "-db".into(),
-            ]
-        }
-        _ => vec![program, NODE_SERVER.into(), port.to_string()],
-    })
-}
-
 /// The doctor's options for `server` on a port of its own, its files in
 /// `dir`.
 fn options_for(
     server: &Server,
-    program: Option<String>,
+    program: String,
     (window_s, grace_s): (f64, f64),
     dir: &Path,
 ) -> Result<Options> {
     let port = lab_kit::net::free_loopback_port()?;
-    let command = command(server, program, port, dir)?;
+    // What the server writes to stderr goes to a log of its own in `dir`,
+    // not among the lab's progress lines (`exec` keeps its pid, so the
+    // shutdown check signals the server itself); a server that would not
+    // start is explained by the log's last line.
+    let mut command_line = strings([
+        "/bin/sh",
+        "-c",
+        r#"log=$1; shift; exec "$@" 2>>"$log""#,
+        "sh",
+    ]);
+    command_line.push(log_of(dir, server).display().to_string());
+    command_line.extend(command::command(server, program, port, dir)?);
     let window = format!("{}ms", (window_s * 1000.0) as u64);
     let mut args = vec![
         "--port".to_string(),
@@ -274,6 +251,25 @@ fn options_for(
         .filter(|check| server.big || *check != Check::SlowRead);
     args.extend(checks.map(|check| check.name().to_string()));
     args.push("--".into());
-    args.extend(command);
+    args.extend(command_line);
     crate::options::parse(&args)
+}
+
+/// Where `server`'s stderr goes.
+fn log_of(dir: &Path, server: &Server) -> std::path::PathBuf {
+    dir.join(format!("{}.stderr", server.name))
+}
+
+/// Why a server was not measured: the doctor's error, and the last line the
+/// server wrote to stderr, if it wrote one.
+fn not_run_because(error: &anyhow::Error, log: &Path) -> String {
+    let said = std::fs::read_to_string(log).unwrap_or_default();
+    match said.lines().rev().find(|line| !line.trim().is_empty()) {
+        Some(line) => format!("{error:#}; it said: {}", line.trim()),
+        None => format!("{error:#}"),
+    }
+}
+
+fn strings<const N: usize>(words: [&str; N]) -> Vec<String> {
+    words.map(String::from).to_vec()
 }
