@@ -108,6 +108,16 @@ pub(super) fn command(
                 "app:asgi",
             ])
         }
+        // Java's simple file server (JDK 18 and later).
+        "java" => strings([
+            &program,
+            "-b",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+            "-d",
+            &www,
+        ]),
         "node" => strings([&program, NODE_SERVER, &port.to_string()]),
         other => bail!("no command to start {other}"),
     })

@@ -1,6 +1,7 @@
 //! Servers in the wild: the doctor against the servers this machine has,
 //! each with its timeouts at their defaults (nginx, Python's `http.server`,
-//! HAProxy, Apache httpd, Caddy, gunicorn, uvicorn, Node) and the book's
+//! HAProxy, Apache httpd, Caddy, gunicorn, uvicorn, Java's `jwebserver`,
+//! Node) and the book's
 //! hardened service on the real clock, each
 //! started by the doctor (`--port P -- COMMAND`) so that its shutdown is
 //! measured too. Only the checks that watch a connection and the shutdown:
@@ -46,7 +47,7 @@ struct Server {
 }
 
 #[rustfmt::skip]
-const SERVERS: [Server; 9] = [
+const SERVERS: [Server; 10] = [
     Server { name: "nginx", programs: &["nginx"], version: &["-v"], big: true, upload: false },
     Server { name: "python", programs: &["python3"], version: &["--version"], big: true, upload: false },
     Server { name: "haproxy", programs: &["haproxy"], version: &["-v"], big: false, upload: false },
@@ -54,6 +55,7 @@ const SERVERS: [Server; 9] = [
     Server { name: "caddy", programs: &["caddy"], version: &["version"], big: true, upload: false },
     Server { name: "gunicorn", programs: &["gunicorn"], version: &["--version"], big: true, upload: true },
     Server { name: "uvicorn", programs: &["uvicorn"], version: &["--version"], big: true, upload: true },
+    Server { name: "java", programs: &["jwebserver"], version: &["--version"], big: true, upload: false },
     Server { name: "node", programs: &["node"], version: &["--version"], big: true, upload: true },
     Server { name: "hardened", programs: &[], version: &[], big: true, upload: true },
 ];
@@ -70,6 +72,8 @@ pub struct Row {
     shutdown: String,
     idle_keepalive_s: f64,
     slow_head_s: f64,
+    slow_body_s: f64,
+    slow_read_s: f64,
     shutdown_s: f64,
     /// 1 where SIGTERM killed the server (no handler), 0 where it exited
     /// on its own, -1 where the check did not run.
@@ -88,6 +92,8 @@ impl Row {
             shutdown: cell(),
             idle_keepalive_s: -1.0,
             slow_head_s: -1.0,
+            slow_body_s: -1.0,
+            slow_read_s: -1.0,
             shutdown_s: -1.0,
             died_of_sigterm: -1.0,
         }
@@ -119,6 +125,8 @@ impl Row {
             shutdown: cell(Check::Shutdown),
             idle_keepalive_s: value(Check::IdleKeepAlive),
             slow_head_s: value(Check::SlowHead),
+            slow_body_s: value(Check::SlowBody),
+            slow_read_s: value(Check::SlowRead),
             shutdown_s: value(Check::Shutdown),
             died_of_sigterm: died,
         }
