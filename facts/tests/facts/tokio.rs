@@ -88,3 +88,30 @@ async fn a_dropped_future_stops_at_the_await_where_it_is_suspended() {
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(reached.load(Ordering::SeqCst), 1);
 }
+
+#[tokio::test]
+async fn read_exact_dropped_midway_loses_the_bytes_it_had_read() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    // tokio's `read_exact` documents itself as not cancel safe: what it has
+    // read sits in the caller's buffer, and a dropped call returns none of it.
+    let (mut writer, mut reader) = tokio::io::duplex(64);
+    writer.write_all(&[1, 2]).await.expect("writes");
+    let mut four = [0u8; 4];
+    let dropped =
+        tokio::time::timeout(Duration::from_millis(50), reader.read_exact(&mut four)).await;
+    assert!(
+        dropped.is_err(),
+        "two of four bytes: still waiting when dropped"
+    );
+    writer.write_all(&[3, 4, 5, 6]).await.expect("writes");
+    let mut next = [0u8; 4];
+    bounded(
+        "the next read",
+        Duration::from_secs(5),
+        reader.read_exact(&mut next),
+    )
+    .await
+    .expect("reads");
+    // The next read starts after the lost bytes: 1 and 2 are gone.
+    assert_eq!(next, [3, 4, 5, 6]);
+}

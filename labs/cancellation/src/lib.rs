@@ -5,6 +5,7 @@
 //! One module per experiment; everything runs on 127.0.0.1 with ports the
 //! kernel picks, on a clock compressed by `Config::time_scale`.
 
+pub mod cancel_safety;
 pub mod case_log;
 pub mod chain;
 pub mod counting;
@@ -75,6 +76,12 @@ pub struct Config {
     pub chain_middle_work_s: f64,
     pub chain_query_s: f64,
     pub chain_margin_s: f64,
+    /// Part 7: frames the server writes, each in three pieces this many
+    /// milliseconds apart, and the reader's ticker (not compressed: the
+    /// result is which bytes arrive, not when).
+    pub safety_frames: u64,
+    pub safety_piece_gap_ms: u64,
+    pub safety_tick_ms: u64,
 }
 
 impl Lab for Config {
@@ -113,6 +120,9 @@ impl Lab for Config {
             chain_middle_work_s: 3.0,
             chain_query_s: 12.0,
             chain_margin_s: 0.5,
+            safety_frames: mode.pick(100, 400),
+            safety_piece_gap_ms: 2,
+            safety_tick_ms: 1,
         }
     }
 
@@ -176,6 +186,15 @@ async fn run(config: &Config, out: &mut Output) -> Result<()> {
         .context("the provider's view")?;
     for (client, view) in provider::ProviderClient::ALL.iter().zip(&views) {
         out.write_summary(&client.series(), view)?;
+    }
+    eprintln!(
+        "cancellation: cancel safety, a select! loop reading frames (3 readers, side by side)"
+    );
+    let readers = cancel_safety::run_cancel_safety(config)
+        .await
+        .context("cancel safety")?;
+    for (reader, read) in cancel_safety::FrameReader::ALL.iter().zip(&readers) {
+        out.write_summary(&reader.series(), read)?;
     }
     eprintln!("cancellation: the spiral (3 variants)");
     spiral::run_spiral(config, out)

@@ -2,6 +2,7 @@
 //! own, and each test binary links the whole HTTP stack, so one binary per
 //! crate keeps `cargo xtask test` from spending its time linking.
 
+mod cancel_safety;
 mod chain;
 mod counting;
 mod killed;
