@@ -12,6 +12,7 @@ pub mod counting;
 pub mod db;
 pub mod downstream;
 pub mod grpc_timeout;
+pub mod idempotency;
 pub mod leave;
 pub mod provider;
 pub mod route_timeout;
@@ -82,6 +83,18 @@ pub struct Config {
     pub safety_frames: u64,
     pub safety_piece_gap_ms: u64,
     pub safety_tick_ms: u64,
+    /// Part 8: payments, each charged in `pay_charge_s` (one in
+    /// `pay_slow_every` in `pay_slow_charge_s`), by a client that waits
+    /// `pay_client_timeout_s` and tries `pay_attempts` times, `pay_backoff_s`
+    /// apart; the server's Retry-After on a 409.
+    pub payments: u64,
+    pub pay_charge_s: f64,
+    pub pay_slow_charge_s: f64,
+    pub pay_slow_every: u64,
+    pub pay_client_timeout_s: f64,
+    pub pay_attempts: u64,
+    pub pay_backoff_s: f64,
+    pub pay_retry_after_s: u64,
 }
 
 impl Lab for Config {
@@ -123,6 +136,14 @@ impl Lab for Config {
             safety_frames: mode.pick(100, 400),
             safety_piece_gap_ms: 2,
             safety_tick_ms: 1,
+            payments: mode.pick(30, 120),
+            pay_charge_s: 0.5,
+            pay_slow_charge_s: 6.0,
+            pay_slow_every: 3,
+            pay_client_timeout_s: 2.0,
+            pay_attempts: 8,
+            pay_backoff_s: 0.5,
+            pay_retry_after_s: 1,
         }
     }
 
@@ -195,6 +216,13 @@ async fn run(config: &Config, out: &mut Output) -> Result<()> {
         .context("cancel safety")?;
     for (reader, read) in cancel_safety::FrameReader::ALL.iter().zip(&readers) {
         out.write_summary(&reader.series(), read)?;
+    }
+    eprintln!("cancellation: idempotency keys (3 servers)");
+    let paid = idempotency::run_idempotency(config)
+        .await
+        .context("idempotency keys")?;
+    for (handling, count) in idempotency::KeyHandling::ALL.iter().zip(&paid) {
+        out.write_summary(&handling.series(), count)?;
     }
     eprintln!("cancellation: the spiral (3 variants)");
     spiral::run_spiral(config, out)

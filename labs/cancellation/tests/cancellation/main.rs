@@ -5,6 +5,7 @@
 mod cancel_safety;
 mod chain;
 mod counting;
+mod idempotency;
 mod killed;
 mod leave;
 mod provider;
