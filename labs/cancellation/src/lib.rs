@@ -133,7 +133,7 @@ impl Lab for Config {
             chain_middle_work_s: 3.0,
             chain_query_s: 12.0,
             chain_margin_s: 0.5,
-            safety_frames: mode.pick(100, 400),
+            safety_frames: mode.pick(50, 400),
             safety_piece_gap_ms: 2,
             safety_tick_ms: 1,
             payments: mode.pick(30, 120),
