@@ -12,6 +12,7 @@ pub mod counting;
 pub mod db;
 pub mod downstream;
 pub mod grpc_timeout;
+pub mod half_written;
 pub mod idempotency;
 pub mod leave;
 pub mod provider;
@@ -83,6 +84,11 @@ pub struct Config {
     pub safety_frames: u64,
     pub safety_piece_gap_ms: u64,
     pub safety_tick_ms: u64,
+    /// Part 7, writes: frames of `half_frame_bytes` to a slow reader, each
+    /// write under a timeout of `half_write_timeout_ms`.
+    pub half_frames: u64,
+    pub half_frame_bytes: usize,
+    pub half_write_timeout_ms: u64,
     /// Part 8: payments, each charged in `pay_charge_s` (one in
     /// `pay_slow_every` in `pay_slow_charge_s`), by a client that waits
     /// `pay_client_timeout_s` and tries `pay_attempts` times, `pay_backoff_s`
@@ -136,6 +142,9 @@ impl Lab for Config {
             safety_frames: mode.pick(50, 400),
             safety_piece_gap_ms: 2,
             safety_tick_ms: 1,
+            half_frames: mode.pick(4, 16),
+            half_frame_bytes: 64 * 1024,
+            half_write_timeout_ms: 10,
             payments: mode.pick(30, 120),
             pay_charge_s: 0.5,
             pay_slow_charge_s: 6.0,
@@ -216,6 +225,12 @@ async fn run(config: &Config, out: &mut Output) -> Result<()> {
         .context("cancel safety")?;
     for (reader, read) in cancel_safety::FrameReader::ALL.iter().zip(&readers) {
         out.write_summary(&reader.series(), read)?;
+    }
+    let writers = half_written::run_half_written(config)
+        .await
+        .context("cancel safety, writes")?;
+    for (writer, wrote) in half_written::FrameWriter::ALL.iter().zip(&writers) {
+        out.write_summary(&writer.series(), wrote)?;
     }
     eprintln!("cancellation: idempotency keys (3 servers)");
     let paid = idempotency::run_idempotency(config)

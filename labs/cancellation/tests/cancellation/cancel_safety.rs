@@ -30,3 +30,29 @@ async fn a_select_loop_loses_bytes_unless_the_read_outlives_the_tick() {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timed_out_write_all_sent_again_corrupts_the_stream_and_write_all_buf_does_not() {
+    use lab_cancellation::half_written::{FrameWriter, run_half_written};
+    let config = Config::for_mode(Mode::Quick);
+    let writes = run_half_written(&config).await.expect("the part runs");
+    for (writer, wrote) in FrameWriter::ALL.iter().zip(&writes) {
+        let label = format!("{wrote:?}");
+        assert_eq!(wrote.writer, writer.name(), "{label}");
+        // The mechanism needs a write that timed out with part of a frame sent.
+        assert!(wrote.timeouts > 0, "{label}");
+        match writer {
+            FrameWriter::RetryWriteAll => {
+                assert_eq!((wrote.frames_corrupt, wrote.frames_cut), (1, 0), "{label}");
+                assert!(wrote.frames_intact < wrote.frames, "{label}");
+            }
+            FrameWriter::Close => {
+                assert_eq!((wrote.frames_corrupt, wrote.frames_cut), (0, 1), "{label}");
+            }
+            FrameWriter::RetryWriteAllBuf => {
+                assert_eq!(wrote.frames_intact, wrote.frames, "{label}");
+                assert_eq!((wrote.frames_corrupt, wrote.frames_cut), (0, 0), "{label}");
+            }
+        }
+    }
+}
