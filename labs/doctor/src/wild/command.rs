@@ -60,9 +60,15 @@ pub(super) fn command(
             let conf = write(dir, "haproxy.cfg", &text)?;
             strings([&program, "-f", &conf, "-db"])
         }
+        // `-X`: one process, no children. With `-DFOREGROUND` its workers are
+        // the master's children, and a lab killed outright (SIGKILL, which
+        // no cleanup sees) left them running as orphans; the timeouts are the
+        // same compiled-in defaults either way. Started as root it still
+        // outlives such a kill: switching to `User` clears the parent-death
+        // signal (prctl(2)), as for any server that drops privileges.
         "apache" => {
             let conf = write(dir, "httpd.conf", &apache_config(dir, &listen)?)?;
-            strings([&program, "-f", &conf, "-DFOREGROUND"])
+            strings([&program, "-f", &conf, "-X"])
         }
         "caddy" => {
             // Caddy keeps its state under $HOME and the XDG folders: here,
