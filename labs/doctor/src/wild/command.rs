@@ -60,12 +60,7 @@ pub(super) fn command(
             let conf = write(dir, "haproxy.cfg", &text)?;
             strings([&program, "-f", &conf, "-db"])
         }
-        // `-X`: one process, no children. With `-DFOREGROUND` its workers are
-        // the master's children, and a lab killed outright (SIGKILL, which
-        // no cleanup sees) left them running as orphans; the timeouts are the
-        // same compiled-in defaults either way. Started as root it still
-        // outlives such a kill: switching to `User` clears the parent-death
-        // signal (prctl(2)), as for any server that drops privileges.
+        // `-X`: one process, no children (see `apache_config`).
         "apache" => {
             let conf = write(dir, "httpd.conf", &apache_config(dir, &listen)?)?;
             strings([&program, "-f", &conf, "-X"])
@@ -132,7 +127,12 @@ pub(super) fn command(
 /// A minimal httpd.conf: the event MPM, a document root, no timeout set
 /// (so `Timeout`, `KeepAliveTimeout` and the rest are the compiled-in
 /// defaults; mod_reqtimeout, which Debian's own configuration enables, is
-/// not loaded).
+/// not loaded). Apache runs it with `-X`, one process: with `-DFOREGROUND`
+/// its workers are the master's children, and a lab killed outright
+/// (SIGKILL, which no cleanup sees) left them running as orphans; the
+/// timeouts are the same compiled-in defaults either way. Started as root
+/// it still outlives such a kill: switching to `User` clears the
+/// parent-death signal (prctl(2)), as for any server that drops privileges.
 fn apache_config(dir: &Path, listen: &str) -> Result<String> {
     let modules = APACHE_MODULES
         .iter()
